@@ -1,0 +1,45 @@
+"""The `netprobe` command. Each group lives with the code it drives; this file only wires them."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from netprobe.errors import NetprobeError
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  help="Route-quality monitor for LLM inference served across borders.")
+err_console = Console(stderr=True)
+
+
+def _register() -> None:
+    from netprobe.agent.cli import app as agent_app
+    from netprobe.config_cli import app as config_app
+    from netprobe.lab.cli import app as lab_app
+    from netprobe.probe_cli import app as probe_app
+    from netprobe.store.cli import app as db_app
+
+    app.add_typer(probe_app, name="probe", help="Run one probe now and print what it measured.")
+    app.add_typer(agent_app, name="agent", help="Run the scheduled agent.")
+    app.add_typer(config_app, name="config", help="Validate configuration files.")
+    app.add_typer(db_app, name="db", help="Database maintenance.")
+    app.add_typer(lab_app, name="lab", help="Emulated routes for demos and tests (root).")
+
+
+_register()
+
+
+def main() -> None:
+    try:
+        app()
+    except NetprobeError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""icmp probe: one round = `count` echo requests `interval` apart through the shared ICMP engine."""
+
+from __future__ import annotations
+
+import time
+
+from pydantic import Field
+
+from netprobe.durations import Duration
+from netprobe.probes.base import ProbeContext, ProbeSpec, ProbeTarget, RoundSettings
+from netprobe.results import IcmpResult, utc_now
+from netprobe.stats import jitter, loss_pct, rtt_stats
+
+
+class IcmpSettings(RoundSettings):
+    count: int = Field(default=20, ge=1, le=10_000, description="echo requests per round")
+    interval: Duration = Field(default=0.5, gt=0, description="time between requests of a round")
+    size: int = Field(default=56, ge=16, le=65_000, description="ICMP payload bytes, like ping -s")
+
+
+async def run(target: ProbeTarget, settings: IcmpSettings, ctx: ProbeContext) -> IcmpResult:
+    started = utc_now()
+    t0 = time.monotonic()
+    resolved = await ctx.resolver.resolve(target.host, target.family)
+    if resolved.error is not None:
+        return IcmpResult(probe="icmp", host=target.host, started_at=started, status="error",
+                          error_kind=resolved.error_kind, error=resolved.error,
+                          duration_ms=(time.monotonic() - t0) * 1000)
+    address = resolved.address
+    assert address is not None
+    outcome = await ctx.icmp_engine().ping(address, count=settings.count, interval=settings.interval,
+                                           timeout=settings.timeout, size=settings.size)
+    got = [s for s in outcome.samples if s is not None]
+    return IcmpResult(
+        probe="icmp", host=target.host, address=address, started_at=started,
+        status="ok" if got else ("error" if outcome.error_kind else "down"),
+        error_kind=outcome.error_kind, error=outcome.error,
+        duration_ms=(time.monotonic() - t0) * 1000,
+        sent=outcome.sent, received=len(got), duplicates=outcome.duplicates, late=outcome.late,
+        loss_pct=loss_pct(outcome.sent, len(got)), rtt_ms=rtt_stats(got), jitter_ms=jitter(outcome.samples),
+        samples_ms=list(outcome.samples),
+    )
+
+
+SPEC = ProbeSpec(name="icmp", settings_model=IcmpSettings, run=run)

@@ -1,0 +1,112 @@
+"""Typed result records. Every probe returns one; a network failure is a status, not an exception."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from netprobe.stats import RttStats
+
+# ok: the target answered (possibly with some loss); down: the probe ran and the target failed
+# (100 % loss, every connect refused); error: the probe could not run (name does not resolve, ...).
+Status = Literal["ok", "down", "error"]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def iso(ts: datetime) -> str:
+    """UTC ISO 8601 with a Z, microseconds kept."""
+    return ts.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def new_result_id() -> str:
+    """Client-generated unique id (time-ordered UUIDv7-like) that makes ingest idempotent."""
+    ms = int(utc_now().timestamp() * 1000)
+    rand = uuid.uuid4().int & ((1 << 74) - 1)
+    value = (ms << 80) | (0x7 << 76) | ((rand >> 62) << 64) | (0b10 << 62) | (rand & ((1 << 62) - 1))
+    return str(uuid.UUID(int=value))
+
+
+@dataclass(slots=True)
+class ProbeResult:
+    """Fields common to every probe; subclasses add their own and extend to_dict()."""
+
+    probe: str
+    host: str
+    started_at: datetime
+    status: Status
+    address: str | None = None
+    duration_ms: float = 0.0
+    error_kind: str | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "probe": self.probe,
+            "host": self.host,
+            "address": self.address,
+            "started_at": iso(self.started_at),
+            "duration_ms": self.duration_ms,
+            "status": self.status,
+            "error_kind": self.error_kind,
+            "error": self.error,
+        }
+
+
+@dataclass(slots=True)
+class IcmpResult(ProbeResult):
+    sent: int = 0
+    received: int = 0
+    duplicates: int = 0
+    late: int = 0
+    loss_pct: float = 0.0
+    rtt_ms: RttStats | None = None
+    jitter_ms: float | None = None
+    samples_ms: list[float | None] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = ProbeResult.to_dict(self)
+        d.update(sent=self.sent, received=self.received, duplicates=self.duplicates, late=self.late,
+                 loss_pct=self.loss_pct, rtt_ms=self.rtt_ms.to_dict() if self.rtt_ms else None,
+                 jitter_ms=self.jitter_ms, samples_ms=list(self.samples_ms))
+        return d
+
+
+TcpFailure = Literal["refused", "timeout", "unreachable", "reset", "dns"]
+
+
+@dataclass(slots=True)
+class TcpResult(ProbeResult):
+    port: int = 0
+    sent: int = 0
+    received: int = 0          # successful connects
+    loss_pct: float = 0.0      # failed connects, as a percentage
+    dns_ms: float | None = None
+    connect_ms: RttStats | None = None
+    jitter_ms: float | None = None
+    samples_ms: list[float | None] = field(default_factory=list)
+    failures: dict[str, int] = field(default_factory=dict)   # TcpFailure -> count
+
+    def to_dict(self) -> dict[str, Any]:
+        d = ProbeResult.to_dict(self)
+        d.update(port=self.port, sent=self.sent, received=self.received, loss_pct=self.loss_pct,
+                 dns_ms=self.dns_ms, connect_ms=self.connect_ms.to_dict() if self.connect_ms else None,
+                 jitter_ms=self.jitter_ms, samples_ms=list(self.samples_ms), failures=dict(self.failures))
+        return d
+
+
+def envelope(result: ProbeResult, agent: dict[str, Any], target: dict[str, Any],
+             result_id: str | None = None) -> dict[str, Any]:
+    """The result envelope of DESIGN §7: what is stored, uploaded and imported."""
+    return {
+        "id": result_id or new_result_id(),
+        "probe": result.probe,
+        "started_at": iso(result.started_at),
+        "agent": agent,
+        "target": target,
+        "result": result.to_dict(),
+    }

@@ -1,0 +1,64 @@
+"""The numbers of DESIGN §3, computed exactly as defined there (and nowhere else)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (NumPy's default); `sorted_values` ascending."""
+    n = len(sorted_values)
+    if n == 0:
+        raise ValueError("percentile of no values")
+    if not 0.0 <= q <= 100.0:
+        raise ValueError("q must be within 0..100")
+    pos = (n - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, n - 1)
+    frac = pos - lo
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
+
+
+@dataclass(frozen=True, slots=True)
+class RttStats:
+    """min/avg/p50/p95/max/stdev (population) of the successful samples, in ms."""
+
+    min: float
+    avg: float
+    p50: float
+    p95: float
+    max: float
+    stdev: float
+
+    def to_dict(self) -> dict[str, float]:
+        return {"min": self.min, "avg": self.avg, "p50": self.p50, "p95": self.p95,
+                "max": self.max, "stdev": self.stdev}
+
+
+def rtt_stats(values: Sequence[float]) -> RttStats | None:
+    """Summary of the received samples; None when nothing was received."""
+    if not values:
+        return None
+    s = sorted(values)
+    n = len(s)
+    avg = math.fsum(s) / n
+    var = math.fsum((v - avg) ** 2 for v in s) / n
+    return RttStats(min=s[0], avg=avg, p50=percentile(s, 50), p95=percentile(s, 95), max=s[-1],
+                    stdev=math.sqrt(var))
+
+
+def jitter(samples: Sequence[float | None]) -> float | None:
+    """Mean |RTTᵢ − RTTᵢ₋₁| over consecutive *received* replies (mtr's Javg); lost ones are skipped."""
+    got = [v for v in samples if v is not None]
+    if len(got) < 2:
+        return None
+    return math.fsum(abs(b - a) for a, b in zip(got, got[1:], strict=False)) / (len(got) - 1)
+
+
+def loss_pct(sent: int, received: int) -> float:
+    """100·(sent−received)/sent; 0 sent is 0 % (nothing was attempted)."""
+    if sent <= 0:
+        return 0.0
+    return 100.0 * (sent - received) / sent

@@ -1,0 +1,135 @@
+"""`netprobe agent run`: config → scheduler → probes → pipeline → store; signals drain, flush, reload."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from netprobe.agent.pipeline import Pipeline
+from netprobe.agent.scheduler import ProbeScheduler
+from netprobe.config import Config, load_config
+from netprobe.errors import ConfigError
+from netprobe.probes import ProbeContext, ProbeTarget
+from netprobe.resolve import Resolver
+from netprobe.results import ProbeResult, envelope
+from netprobe.store import Store, open_store
+
+log = logging.getLogger("netprobe.agent")
+
+DRAIN_GRACE = 2.5   # running rounds get this long to finish on SIGTERM …
+FLUSH_GRACE = 2.0   # … and the sinks this long to flush: together well inside 5 s
+RETENTION_EVERY = 3600.0
+
+
+class StoreSink:
+    name = "store"
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def write(self, envelopes: list[dict[str, Any]]) -> None:
+        await self.store.write(envelopes)
+
+    async def close(self) -> None:
+        await self.store.close()
+
+
+def round_fields(result: ProbeResult) -> dict[str, Any]:
+    """The few numbers worth a log line per round."""
+    d = result.to_dict()
+    fields: dict[str, Any] = {"status": d["status"]}
+    for key in ("loss_pct", "jitter_ms", "error_kind"):
+        if d.get(key) is not None:
+            fields[key] = round(d[key], 3) if isinstance(d[key], float) else d[key]
+    stats = d.get("rtt_ms") or d.get("connect_ms")
+    if stats:
+        fields["p50_ms"] = round(stats["p50"], 3)
+        fields["p95_ms"] = round(stats["p95"], 3)
+    return fields
+
+
+class Agent:
+    def __init__(self, config_path: Path, config: Config, duration: float | None = None) -> None:
+        self.config_path = config_path
+        self.config = config
+        self.duration = duration
+        self.stop_event = asyncio.Event()
+        self.rounds = 0
+        self.store: Store | None = None
+
+    def _jobs(self) -> list[tuple[ProbeTarget, str, Any]]:
+        return [(t.to_probe_target(), probe, settings) for t, probe, settings in self.config.jobs()]
+
+    async def run(self) -> int:
+        cfg = self.config
+        self.store = await open_store(cfg.storage.url, state_dir=cfg.agent.state_dir)
+        ctx = ProbeContext(resolver=Resolver(refresh=cfg.resolver.refresh))
+        pipeline = Pipeline([StoreSink(self.store)])
+        agent_env = cfg.agent_envelope()
+
+        def on_result(target: ProbeTarget, result: ProbeResult) -> None:
+            self.rounds += 1
+            pipeline.put(envelope(result, self.config.agent_envelope(), target.as_envelope()))
+            log.info("round", extra={"fields": {"target": target.id, "probe": result.probe,
+                                                **round_fields(result)}})
+
+        jobs = self._jobs()
+        if any(probe == "icmp" for _, probe, _ in jobs):
+            ctx.icmp_engine().open_default()  # fail fast (exit 2) when ICMP sockets are not permitted
+        scheduler = ProbeScheduler(ctx, on_result)
+        scheduler.set_jobs(jobs)
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, self.stop_event.set)
+        loop.add_signal_handler(signal.SIGINT, self.stop_event.set)
+        loop.add_signal_handler(signal.SIGHUP, lambda: self._reload(scheduler))
+        pipeline.start()
+        scheduler.start()
+        retention = asyncio.create_task(self._retention_loop())
+        log.info("agent started", extra={"fields": {
+            "agent": agent_env["id"], "jobs": len(jobs), "db": self.store.display_url,
+            "icmp_socket": ctx.icmp_engine().socket_kind() if ctx._icmp else "-"}})
+        try:
+            async with asyncio.timeout(self.duration):
+                await self.stop_event.wait()
+        except TimeoutError:
+            pass
+        t0 = time.monotonic()
+        retention.cancel()
+        cancelled = await scheduler.drain(DRAIN_GRACE)
+        await pipeline.close(FLUSH_GRACE)
+        await ctx.close()
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            loop.remove_signal_handler(sig)
+        log.info("agent stopped", extra={"fields": {
+            "rounds": self.rounds, "cancelled_rounds": cancelled, "skipped_runs": scheduler.skipped,
+            "dropped": sum(pipeline.dropped.values()), "stop_s": round(time.monotonic() - t0, 3)}})
+        return 0
+
+    def _reload(self, scheduler: ProbeScheduler) -> None:
+        try:
+            new = load_config(self.config_path)
+        except ConfigError as exc:
+            log.error("reload failed; keeping the running configuration",
+                      extra={"fields": {"problems": exc.problems}})
+            return
+        if new.storage.url != self.config.storage.url:
+            log.warning("storage.url changed; restart the agent to switch databases")
+        self.config = new
+        jobs = self._jobs()
+        scheduler.set_jobs(jobs)
+        log.info("configuration reloaded", extra={"fields": {"jobs": len(jobs)}})
+
+    async def _retention_loop(self) -> None:
+        assert self.store is not None
+        while True:
+            try:
+                removed = await self.store.enforce_retention(self.config.storage.retention / 86400.0)
+                if removed:
+                    log.info("retention", extra={"fields": {"removed_rounds": removed}})
+            except Exception as exc:  # a failed cleanup is retried next hour; probing goes on
+                log.error("retention failed", extra={"fields": {"error": str(exc)}})
+            await asyncio.sleep(RETENTION_EVERY)

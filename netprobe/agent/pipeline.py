@@ -1,0 +1,92 @@
+"""Fan-out from probes to sinks. Probing never waits on a sink: results queue and are written in batches."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Protocol
+
+log = logging.getLogger("netprobe.pipeline")
+
+
+class Sink(Protocol):
+    name: str
+
+    async def write(self, envelopes: list[dict[str, Any]]) -> None: ...
+    async def close(self) -> None: ...
+
+
+class Pipeline:
+    """A bounded queue per sink, drained by one writer task each; full queue → oldest dropped, counted."""
+
+    def __init__(self, sinks: list[Sink], batch: int = 500, max_queue: int = 100_000,
+                 flush_every: float = 1.0) -> None:
+        self._sinks = sinks
+        self._batch = batch
+        self._max = max_queue
+        self._flush_every = flush_every
+        self._queues: dict[str, list[dict[str, Any]]] = {s.name: [] for s in sinks}
+        self._wake = {s.name: asyncio.Event() for s in sinks}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closing = False
+        self.dropped: dict[str, int] = {s.name: 0 for s in sinks}
+        self.written: dict[str, int] = {s.name: 0 for s in sinks}
+        self.failures: dict[str, int] = {s.name: 0 for s in sinks}
+
+    def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._writer(s), name=f"sink:{s.name}") for s in self._sinks]
+
+    def put(self, envelope: dict[str, Any]) -> None:
+        for sink in self._sinks:
+            q = self._queues[sink.name]
+            if len(q) >= self._max:
+                del q[0]
+                self.dropped[sink.name] += 1
+            q.append(envelope)
+            if len(q) >= self._batch:
+                self._wake[sink.name].set()
+
+    async def _writer(self, sink: Sink) -> None:
+        q = self._queues[sink.name]
+        wake = self._wake[sink.name]
+        while True:
+            if not q and self._closing:
+                return
+            if not q or len(q) < self._batch:
+                try:
+                    await asyncio.wait_for(wake.wait(), self._flush_every)
+                except TimeoutError:
+                    pass
+                wake.clear()
+            if not q:
+                continue
+            batch = q[: self._batch]
+            try:
+                await sink.write(batch)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # keep the batch; try again after a pause
+                self.failures[sink.name] += 1
+                log.error("sink write failed; will retry",
+                          extra={"fields": {"sink": sink.name, "error": str(exc), "queued": len(q)}})
+                if self._closing:
+                    return
+                await asyncio.sleep(min(5.0, self._flush_every * 2))
+                continue
+            del q[: len(batch)]
+            self.written[sink.name] += len(batch)
+
+    async def close(self, timeout: float) -> None:
+        """Flush what is queued (bounded by `timeout`), then close every sink."""
+        self._closing = True
+        for ev in self._wake.values():
+            ev.set()
+        if self._tasks:
+            _, late = await asyncio.wait(self._tasks, timeout=timeout)
+            for t in late:
+                t.cancel()
+            lost = sum(len(q) for q in self._queues.values())
+            if late or lost:
+                log.error("shutdown left results unwritten", extra={"fields": {"unwritten": lost}})
+        for sink in self._sinks:
+            await sink.close()

@@ -1,0 +1,112 @@
+"""One APScheduler job per target × probe. The scheduler owns each run's timeout; probes honour cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from apscheduler.events import EVENT_JOB_MAX_INSTANCES
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+
+from netprobe.probes import REGISTRY, ProbeContext, ProbeSettings, ProbeTarget
+from netprobe.results import ProbeResult, utc_now
+
+log = logging.getLogger("netprobe.scheduler")
+
+# Slack past a round's own bound before the scheduler cancels it (resolution, loop lateness).
+TIMEOUT_SLACK = 2.0
+
+ResultHandler = Callable[[ProbeTarget, ProbeResult], None]
+
+
+def spread_offset(job_id: str, every: float) -> float:
+    """Stable offset in [0, every) so first runs of many jobs spread across the interval."""
+    h = int.from_bytes(hashlib.sha256(job_id.encode()).digest()[:8], "big")
+    return (h / 2**64) * every
+
+
+class ProbeScheduler:
+    """Adds, replaces and drains probe jobs; every finished round goes to `on_result`."""
+
+    def __init__(self, ctx: ProbeContext, on_result: ResultHandler) -> None:
+        self._ctx = ctx
+        self._on_result = on_result
+        self._sched = AsyncIOScheduler(timezone=UTC, job_defaults={
+            "max_instances": 1,       # a slow probe skips its next run instead of piling up
+            "coalesce": True,
+            "misfire_grace_time": None,
+        })
+        self._inflight: set[asyncio.Task[None]] = set()
+        self.skipped = 0
+        self._sched.add_listener(self._on_missed, mask=EVENT_JOB_MAX_INSTANCES)
+
+    def start(self) -> None:
+        self._sched.start()
+
+    def set_jobs(self, jobs: list[tuple[ProbeTarget, str, ProbeSettings]]) -> None:
+        """Replace the whole job set (start-up and SIGHUP reload)."""
+        wanted = {f"{t.id}:{probe}" for t, probe, _ in jobs}
+        for job in self._sched.get_jobs():
+            if job.id not in wanted:
+                job.remove()
+        now = datetime.now(UTC)
+        for target, probe, settings in jobs:
+            job_id = f"{target.id}:{probe}"
+            first = now + timedelta(seconds=spread_offset(job_id, settings.every))
+            self._sched.add_job(self._run, IntervalTrigger(seconds=settings.every, start_date=first),
+                                args=(target, probe, settings), id=job_id, name=job_id,
+                                replace_existing=True, next_run_time=first)
+
+    def job_ids(self) -> list[str]:
+        return sorted(j.id for j in self._sched.get_jobs())
+
+    async def run_once(self, target: ProbeTarget, probe: str, settings: ProbeSettings) -> ProbeResult:
+        """One round under the scheduler's timeout; a run that overstays becomes an error result."""
+        spec = REGISTRY[probe]
+        started = utc_now()
+        try:
+            async with asyncio.timeout(settings.round_seconds() + TIMEOUT_SLACK):
+                return await spec.run(target, settings, self._ctx)
+        except TimeoutError:
+            return ProbeResult(probe=probe, host=target.host, started_at=started, status="error",
+                               error_kind="timeout",
+                               error=f"round exceeded {settings.round_seconds() + TIMEOUT_SLACK:g}s")
+
+    async def _run(self, target: ProbeTarget, probe: str, settings: ProbeSettings) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._inflight.add(task)
+        try:
+            result = await self.run_once(target, probe, settings)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a bug in a probe must not stop the others
+            log.exception("probe crashed", extra={"fields": {"target": target.id, "probe": probe}})
+            return
+        finally:
+            self._inflight.discard(task)
+        self._on_result(target, result)
+
+    def _on_missed(self, event: object) -> None:
+        self.skipped += 1
+        job_id = getattr(event, "job_id", "?")
+        log.warning("previous round still running; skipped", extra={"fields": {"job": job_id}})
+
+    async def drain(self, grace: float) -> int:
+        """Stop scheduling; wait up to `grace` s for running rounds, then cancel them. Returns cancelled."""
+        if self._sched.running:
+            self._sched.shutdown(wait=False)
+        pending = set(self._inflight)
+        if pending:
+            _, still = await asyncio.wait(pending, timeout=grace)
+            for task in still:
+                task.cancel()
+            if still:
+                await asyncio.wait(still, timeout=1.0)
+            return len(still)
+        return 0
+

@@ -1,0 +1,93 @@
+"""ICMP echo packets: building, parsing, and the kernel filters that keep other pingers' replies out."""
+
+from __future__ import annotations
+
+import ctypes
+import socket
+import struct
+
+ECHO_REQUEST_V4 = 8
+ECHO_REPLY_V4 = 0
+ECHO_REQUEST_V6 = 128
+ECHO_REPLY_V6 = 129
+COOKIE_LEN = 8
+
+_HDR = struct.Struct("!BBHHH")
+_ID_SEQ = struct.Struct("!HH")
+
+SO_ATTACH_FILTER = 26
+ICMP6_FILTER = 1
+
+
+def _fold(total: int) -> int:
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return total
+
+
+def payload_sum(payload: bytes) -> int:
+    """One's-complement partial sum of a constant payload, so each packet only adds its header."""
+    if len(payload) % 2:
+        payload += b"\0"
+    return _fold(sum(struct.unpack(f"!{len(payload) // 2}H", payload)))
+
+
+def make_payload(cookie: bytes, size: int) -> bytes:
+    """`size` bytes starting with the engine's cookie (how foreign replies with our id are told apart)."""
+    body = cookie + bytes(i & 0xFF for i in range(max(0, size - len(cookie))))
+    return body[:size] if size >= len(cookie) else cookie
+
+
+def echo_request(v6: bool, ident: int, seq: int, payload: bytes, psum: int) -> bytes:
+    """An echo request; v4 checksum computed here, ICMPv6's by the kernel (needs the pseudo-header)."""
+    if v6:
+        return _HDR.pack(ECHO_REQUEST_V6, 0, 0, ident, seq) + payload
+    csum = ~_fold(psum + (ECHO_REQUEST_V4 << 8) + ident + seq) & 0xFFFF
+    return _HDR.pack(ECHO_REQUEST_V4, 0, csum, ident, seq) + payload
+
+
+def parse_reply(data: bytes, offset: int, want_type: int) -> tuple[int, int, bytes] | None:
+    """(identifier, sequence, cookie) of an echo reply starting at `offset`, or None for anything else."""
+    if len(data) < offset + 8 + COOKIE_LEN or data[offset] != want_type:
+        return None
+    ident, seq = _ID_SEQ.unpack_from(data, offset + 4)
+    return ident, seq, data[offset + 8 : offset + 8 + COOKIE_LEN]
+
+
+def _bpf(code: int, jt: int, jf: int, k: int) -> bytes:
+    return struct.pack("HBBI", code, jt, jf, k)
+
+
+def attach_reply_filter(sock: socket.socket, v6: bool, ident: int) -> None:
+    """Classic BPF: let only echo replies carrying our identifier reach this socket.
+
+    On a raw socket every ICMP packet on the host is delivered to every raw listener; at 1,000
+    targets beside another pinger that doubles the work, so the kernel drops the rest for us."""
+    if v6:  # raw ICMPv6 sockets see the packet from the ICMPv6 header on
+        prog = [
+            _bpf(0x30, 0, 0, 0),               # ldb [0]            type
+            _bpf(0x15, 0, 3, ECHO_REPLY_V6),   # jeq #129
+            _bpf(0x28, 0, 0, 4),               # ldh [4]            identifier
+            _bpf(0x15, 0, 1, ident),           # jeq #ident
+            _bpf(0x06, 0, 0, 0xFFFF),          # ret accept
+            _bpf(0x06, 0, 0, 0),               # ret drop
+        ]
+    else:  # raw ICMPv4 sockets see the IP header first
+        prog = [
+            _bpf(0xB1, 0, 0, 0),               # ldxb 4*([0]&0xf)   X = IP header length
+            _bpf(0x50, 0, 0, 0),               # ldb [x+0]          type
+            _bpf(0x15, 0, 3, ECHO_REPLY_V4),   # jeq #0
+            _bpf(0x48, 0, 0, 4),               # ldh [x+4]          identifier
+            _bpf(0x15, 0, 1, ident),           # jeq #ident
+            _bpf(0x06, 0, 0, 0xFFFF),
+            _bpf(0x06, 0, 0, 0),
+        ]
+    code = b"".join(prog)
+    buf = ctypes.create_string_buffer(code, len(code))
+    fprog = struct.pack("HL", len(prog), ctypes.addressof(buf))
+    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+    if v6:
+        # ICMP6_FILTER: a set bit blocks that type; pass echo replies only (no NDP, no others' requests).
+        words = [0xFFFFFFFF] * 8
+        words[ECHO_REPLY_V6 >> 5] &= ~(1 << (ECHO_REPLY_V6 & 31)) & 0xFFFFFFFF
+        sock.setsockopt(socket.IPPROTO_ICMPV6, ICMP6_FILTER, struct.pack("8I", *words))

@@ -1,0 +1,112 @@
+"""The ICMP engine through real sockets on loopback: figures, matching, both socket kinds, v4 and v6."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+
+import pytest
+
+from netprobe.icmp import packets
+from netprobe.icmp.engine import IcmpEngine
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="raw ICMP sockets need root")
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "::1"])
+async def test_loopback_round(address: str) -> None:
+    engine = IcmpEngine()
+    try:
+        out = await engine.ping(address, count=10, interval=0.01, timeout=1.0)
+    finally:
+        engine.close()
+    assert out.sent == 10
+    assert all(s is not None and 0 < s < 5 for s in out.samples)
+    assert out.duplicates == 0 and out.late == 0 and out.error_kind is None
+
+
+async def test_many_concurrent_rounds_share_one_socket() -> None:
+    engine = IcmpEngine()
+    try:
+        hosts = [f"127.0.{i // 250}.{i % 250 + 1}" for i in range(200)]
+        outs = await asyncio.gather(*(engine.ping(h, count=3, interval=0.05, timeout=1.0) for h in hosts))
+        assert len(engine._socks) == 1
+    finally:
+        engine.close()
+    assert all(o.sent == 3 and None not in o.samples for o in outs)
+
+
+async def test_unanswered_requests_are_loss_and_round_ends_at_timeout() -> None:
+    engine = IcmpEngine()
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    try:
+        # 198.18.255.254 is not routed on this host outside a lab: unanswered (or unreachable)
+        out = await engine.ping("198.18.255.254", count=2, interval=0.05, timeout=0.3)
+    finally:
+        engine.close()
+    assert out.samples == [None, None]
+    assert loop.time() - t0 < 1.5
+
+
+async def test_dgram_ping_sockets_give_the_same_figures() -> None:
+    """The unprivileged fallback (ping sockets) path, forced, with the group range opened for the test."""
+    path = "/proc/sys/net/ipv4/ping_group_range"
+    old = open(path).read().strip()
+    open(path, "w").write("0 2147483647")
+    engine = IcmpEngine(kind="dgram")
+    try:
+        out = await engine.ping("127.0.0.1", count=5, interval=0.01, timeout=1.0)
+        assert engine.socket_kind() == "dgram"
+    finally:
+        engine.close()
+        open(path, "w").write(old)
+    assert out.sent == 5 and None not in out.samples
+
+
+async def test_foreign_flood_pinger_changes_nothing() -> None:
+    """An iputils `ping -f` on the same host and target: its replies never enter our figures."""
+    flood = subprocess.Popen(["ping", "-f", "-c", "20000", "-q", "127.0.0.1"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    engine = IcmpEngine()
+    try:
+        await asyncio.sleep(0.2)
+        out = await engine.ping("127.0.0.1", count=50, interval=0.01, timeout=1.0)
+    finally:
+        engine.close()
+        flood.kill()
+        flood.wait()
+    assert out.sent == 50
+    assert None not in out.samples
+    assert out.duplicates == 0 and out.late == 0
+
+
+async def test_cancelled_round_leaves_nothing_pending() -> None:
+    engine = IcmpEngine()
+    try:
+        task = asyncio.create_task(engine.ping("198.18.255.254", count=100, interval=0.01, timeout=1.0))
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert engine._pending == {}
+    finally:
+        engine.close()
+
+
+def test_checksum_is_valid_ones_complement() -> None:
+    payload = packets.make_payload(b"abcdefgh", 56)
+    pkt = packets.echo_request(False, 0x1234, 77, payload, packets.payload_sum(payload))
+    total = packets.payload_sum(pkt)
+    assert total == 0xFFFF
+    assert len(pkt) == 64
+
+
+def test_parse_reply_rejects_other_types_and_short_packets() -> None:
+    payload = packets.make_payload(b"abcdefgh", 56)
+    req = packets.echo_request(False, 1, 2, payload, packets.payload_sum(payload))
+    assert packets.parse_reply(req, 0, packets.ECHO_REPLY_V4) is None   # a request, not a reply
+    reply = bytes([0]) + req[1:]
+    assert packets.parse_reply(reply, 0, packets.ECHO_REPLY_V4) == (1, 2, b"abcdefgh")
+    assert packets.parse_reply(reply[:10], 0, packets.ECHO_REPLY_V4) is None

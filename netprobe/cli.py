@@ -7,7 +7,7 @@ import sys
 import typer
 from rich.console import Console
 
-from netprobe.errors import NetprobeError
+from netprobe.errors import ConfigError, NetprobeError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Route-quality monitor for LLM inference served across borders.")
@@ -34,6 +34,14 @@ _register()
 def main() -> None:
     try:
         app()
+    except ConfigError as exc:
+        where = f"{exc.source}: " if exc.source else ""
+        n = len(exc.problems)
+        err_console.print(f"[bold red]error:[/] {where}{n} configuration problem{'s' * (n != 1)}",
+                          highlight=False)
+        for problem in exc.problems:
+            err_console.print(f"  {problem}", highlight=False, markup=False)
+        sys.exit(exc.exit_code)
     except NetprobeError as exc:
         err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
         sys.exit(exc.exit_code)

@@ -1,5 +1,62 @@
-"""Placeholder; filled in by its owner."""
+"""`netprobe config check FILE`: validate a configuration, print a summary or every problem."""
+
+from __future__ import annotations
+
+from pathlib import Path
 
 import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
 
-app = typer.Typer(no_args_is_help=True)
+from netprobe.config import Config, load_config
+from netprobe.errors import ConfigError
+
+app = typer.Typer(no_args_is_help=True, add_completion=False)
+
+
+@app.callback()
+def _group() -> None:
+    """Validate configuration files."""
+
+
+@app.command("check")
+def check(file: Path = typer.Argument(..., help="agent configuration (TOML)", show_default=False)) -> None:
+    """Validate FILE: print OK and a summary, or every problem (one per line) and exit 2."""
+    out = Console(soft_wrap=True, highlight=False)
+    try:
+        config = load_config(file)
+    except ConfigError as exc:
+        err = Console(stderr=True, soft_wrap=True, highlight=False, markup=False)
+        n = len(exc.problems)
+        err.print(f"{exc.source}: {n} problem{'s' if n != 1 else ''}")
+        for problem in exc.problems:
+            err.print(problem)
+        raise typer.Exit(exc.exit_code) from None
+    out.print(_summary(config))
+    enabled = sum(1 for t in config.targets if t.enabled)
+    jobs = sum(1 for _ in config.jobs())
+    disabled = len(config.targets) - enabled
+    note = f" ({disabled} disabled)" if disabled else ""
+    out.print(f"OK: {len(config.targets)} targets{note}, {jobs} jobs", markup=False)
+
+
+def _summary(config: Config) -> Table:
+    a = config.agent
+    title = escape(f"agent {a.id} · {a.region} · {a.isp} · {a.timezone}")
+    table = Table(title=title, title_justify="left")
+    for column in ("target", "host", "datacenter", "line", "family", "probes"):
+        table.add_column(column, overflow="fold")
+    for target in config.targets:
+        probes = ", ".join(
+            f"{name} every {_seconds(config.probe_settings(target, name).every)}"
+            for name in target.probes)
+        if not target.enabled:
+            probes = f"(disabled) {probes}"
+        table.add_row(*(escape(cell) for cell in (target.id, target.host, target.datacenter, target.line,
+                                                  target.family, probes)))
+    return table
+
+
+def _seconds(value: float) -> str:
+    return f"{value * 1000:g}ms" if value < 1 else f"{value:g}s"

@@ -1,0 +1,409 @@
+"""Agent configuration: TOML → frozen, validated models; every problem reported with its field path.
+
+Probe names and their settings come only from `netprobe.probes.REGISTRY`, so adding a probe changes
+nothing here. Effective settings for a target's probe merge, key by key,
+`[targets.<probe>]` over `[probes.<probe>]` over the probe model's defaults.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+import tomllib
+import zoneinfo
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+
+from netprobe.durations import Duration
+from netprobe.errors import ConfigError
+from netprobe.probes import REGISTRY, ProbeSettings, ProbeTarget
+
+_M = TypeVar("_M", bound=BaseModel)
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_FAMILIES = {"any": 0, "ipv4": socket.AF_INET, "ipv6": socket.AF_INET6}
+
+
+def _check_id(value: str) -> str:
+    if not _ID_RE.match(value):
+        raise ValueError(f"{value!r} is not a valid id: use 1-64 letters, digits, '.', '_' or '-', "
+                         "starting with a letter or digit")
+    return value
+
+
+def _check_timezone(value: str) -> str:
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {value!r} (use an IANA name such as 'Asia/Shanghai')") from None
+    return value
+
+
+def _as_tuple(value: object) -> object:
+    # TOML arrays arrive as lists; strict validation of a tuple field would reject them.
+    return tuple(value) if isinstance(value, list) else value
+
+
+Ident = Annotated[str, AfterValidator(_check_id)]
+
+
+class _Model(BaseModel):
+    # strict: TOML is typed, so "20" for a count or 1 for a bool is a mistake worth reporting.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class AgentConfig(_Model):
+    """[agent]: who is measuring, from where. Copied into every result envelope."""
+
+    id: Ident = Field(description="unique per probe host")
+    region: str = Field(min_length=1, description="user region the agent stands in, e.g. cn-east")
+    isp: str = Field(min_length=1, description="the agent's access ISP, e.g. telecom")
+    timezone: Annotated[str, AfterValidator(_check_timezone)] = Field(
+        description="IANA time zone of the users; peak windows are local hours of it")
+    state_dir: str | None = Field(
+        default=None, min_length=1, description="where the agent keeps its database; default: its choice")
+
+
+class StorageConfig(_Model):
+    """[storage]: where results go."""
+
+    url: str | None = Field(default=None, min_length=1,
+                            description="any SQLAlchemy URL; default: SQLite under the state directory")
+    retention: Duration = Field(default=14 * 86400.0, gt=0, description="how long raw rounds are kept")
+
+    @field_validator("url")
+    @classmethod
+    def _sqlalchemy_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            make_url(value)
+        except (ArgumentError, ValueError):  # ValueError: a port that is not a number
+            raise ValueError(f"{_redact_url(value)!r} is not a SQLAlchemy URL "
+                             "(e.g. sqlite:////var/lib/netprobe/netprobe.db)") from None
+        return value
+
+
+class ResolverConfig(_Model):
+    """[resolver]: host names are re-resolved this often, so a moved target is followed."""
+
+    refresh: Duration = Field(default=300.0, gt=0, description="how often host names are re-resolved")
+
+
+class LogConfig(_Model):
+    """[log]: structured logs on stderr."""
+
+    level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="least severe level logged")
+    format: Literal["logfmt", "json"] = Field(default="logfmt", description="one line per event")
+
+
+class TargetConfig(_Model):
+    """One [[targets]] entry. Per-probe overrides ([targets.icmp] …) are held by Config, not here."""
+
+    id: Ident = Field(description="unique among targets")
+    host: str = Field(min_length=1, max_length=253, description="name or address literal")
+    datacenter: str = Field(default="", description="candidate datacenter, e.g. hk")
+    line: str = Field(default="", description="the line it was sold as, e.g. cn2-gia")
+    probes: Annotated[tuple[str, ...], BeforeValidator(_as_tuple)] = Field(
+        min_length=1, description="probes run against this target")
+    tcp_port: int = Field(default=443, ge=1, le=65535, description="port of the tcp probe")
+    sse_url: str | None = Field(default=None, description="URL of the sse probe")
+    family: Literal["any", "ipv4", "ipv6"] = Field(default="any", description="address family to use")
+    enabled: bool = Field(default=True, description="false keeps the target configured but unprobed")
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        if value != value.strip() or any(c.isspace() for c in value):
+            raise ValueError(f"{value!r} contains whitespace")
+        return value
+
+    @field_validator("probes")
+    @classmethod
+    def _probes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        # Per-item errors (unknown probe names) are reported by Config with their index.
+        if len(set(value)) != len(value):
+            raise ValueError("a probe is listed twice")
+        return value
+
+    @field_validator("sse_url")
+    @classmethod
+    def _sse_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError(f"{value!r} is not an http:// or https:// URL")
+        return value
+
+    @field_validator("family")
+    @classmethod
+    def _family_matches_literal(cls, value: str, info: ValidationInfo) -> str:
+        host = info.data.get("host")
+        try:
+            address = ipaddress.ip_address(str(host).strip("[]"))
+        except ValueError:
+            return value
+        wanted = {"ipv4": 4, "ipv6": 6}.get(value)
+        if wanted is not None and address.version != wanted:
+            raise ValueError(f"host {host} is an IPv{address.version} address but family is {value!r}")
+        return value
+
+    def to_probe_target(self) -> ProbeTarget:
+        return ProbeTarget(id=self.id, host=self.host.strip("[]"), port=self.tcp_port, url=self.sse_url,
+                           datacenter=self.datacenter, line=self.line, family=_FAMILIES[self.family])
+
+
+class Config(_Model):
+    """A whole agent configuration; build it with load_config() or parse_config()."""
+
+    agent: AgentConfig
+    storage: StorageConfig = StorageConfig()
+    resolver: ResolverConfig = ResolverConfig()
+    log: LogConfig = LogConfig()
+    probes: Mapping[str, ProbeSettings] = Field(
+        description="[probes.<name>] defaults, one entry per registered probe")
+    targets: tuple[TargetConfig, ...]
+    # (target id, probe) → effective settings, merged and validated at load.
+    _effective: dict[tuple[str, str], ProbeSettings] = PrivateAttr(default_factory=dict)
+
+    def probe_settings(self, target: TargetConfig, probe: str) -> ProbeSettings:
+        try:
+            return self._effective[(target.id, probe)]
+        except KeyError:
+            raise KeyError(f"target {target.id!r} does not run probe {probe!r}") from None
+
+    def jobs(self) -> Iterator[tuple[TargetConfig, str, ProbeSettings]]:
+        """(target, probe, settings) for every enabled target × probe: one scheduler job each."""
+        for target in self.targets:
+            if target.enabled:
+                for probe in target.probes:
+                    yield target, probe, self._effective[(target.id, probe)]
+
+    def agent_envelope(self) -> dict[str, str]:
+        a = self.agent
+        return {"id": a.id, "region": a.region, "isp": a.isp, "timezone": a.timezone}
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading: validate each part on its own so every problem is collected, not just the first.
+
+_SECTIONS: dict[str, type[_Model]] = {
+    "agent": AgentConfig, "storage": StorageConfig, "resolver": ResolverConfig, "log": LogConfig,
+}
+_TOP_KEYS = (*_SECTIONS, "probes", "targets")
+
+
+def load_config(path: Path) -> Config:
+    """Read and validate a TOML file; raises ConfigError listing every problem."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(["file not found"], source=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"not UTF-8 text (byte {exc.start})"], source=str(path)) from None
+    except OSError as exc:
+        raise ConfigError([f"cannot read: {exc.strerror or exc}"], source=str(path)) from None
+    return parse_config(text, source=str(path))
+
+
+def parse_config(text: str, source: str = "<string>") -> Config:
+    """Validate TOML text; raises ConfigError(problems, source) with one "path: message" per problem."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([_toml_problem(str(exc), text)], source=source) from None
+    problems: list[str] = []
+    config = _build(data, problems)
+    if problems or config is None:
+        raise ConfigError(problems, source=source)
+    return config
+
+
+def _build(data: dict[str, Any], problems: list[str]) -> Config | None:
+    for key in data:
+        if key not in _TOP_KEYS:
+            problems.append(f"{key}: unknown section or key; allowed: {', '.join(_TOP_KEYS)}")
+
+    sections: dict[str, Any] = {}
+    for name, model in _SECTIONS.items():
+        raw = data.get(name, None if name == "agent" else {})
+        if raw is None:
+            problems.append(f"{name}: missing section [{name}]")
+        elif not isinstance(raw, dict):
+            problems.append(f"{name}: must be a table ([{name}])")
+        else:
+            sections[name] = _validate(model, raw, name, problems)
+
+    defaults_raw, defaults = _probe_defaults(data.get("probes", {}), problems)
+    targets, effective = _targets(data.get("targets"), defaults_raw, defaults, problems)
+
+    if problems:
+        return None
+    config = Config(agent=sections["agent"], storage=sections["storage"], resolver=sections["resolver"],
+                    log=sections["log"], probes=defaults, targets=tuple(targets))
+    config._effective.update(effective)
+    return config
+
+
+def _probe_defaults(raw: object, problems: list[str]
+                    ) -> tuple[dict[str, dict[str, Any]], dict[str, ProbeSettings]]:
+    """[probes.<name>] tables: raw (for merging) and validated (reported under probes.<name>)."""
+    raws: dict[str, dict[str, Any]] = {}
+    validated: dict[str, ProbeSettings] = {}
+    if not isinstance(raw, dict):
+        problems.append("probes: must be a table of [probes.<name>] tables")
+        raw = {}
+    for name, table in raw.items():
+        if name not in REGISTRY:
+            problems.append(f"probes.{name}: unknown probe; available: {_available()}")
+        elif not isinstance(table, dict):
+            problems.append(f"probes.{name}: must be a table ([probes.{name}])")
+        else:
+            raws[name] = table
+    for name, spec in REGISTRY.items():
+        settings = _validate(spec.settings_model, raws.get(name, {}), f"probes.{name}", problems)
+        if settings is not None:
+            validated[name] = settings
+    return raws, validated
+
+
+def _targets(raw: object, defaults_raw: dict[str, dict[str, Any]], defaults: dict[str, ProbeSettings],
+             problems: list[str]) -> tuple[list[TargetConfig], dict[tuple[str, str], ProbeSettings]]:
+    targets: list[TargetConfig] = []
+    effective: dict[tuple[str, str], ProbeSettings] = {}
+    if raw is None:
+        problems.append("targets: no targets; add at least one [[targets]] table")
+        return targets, effective
+    if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
+        problems.append("targets: must be an array of tables ([[targets]])")
+        return targets, effective
+    if not raw:
+        problems.append("targets: no targets; add at least one [[targets]] table")
+    first_index: dict[str, int] = {}
+    for i, table in enumerate(raw):
+        where = f"targets[{i}]"
+        fields = {k: v for k, v in table.items() if k not in REGISTRY}
+        overrides = {k: v for k, v in table.items() if k in REGISTRY}
+        target = _validate(TargetConfig, fields, where, problems, extra_allowed=tuple(REGISTRY))
+        probes = fields.get("probes")
+        listed = [p for p in probes if isinstance(p, str)] if isinstance(probes, list) else []
+        if isinstance(probes, list):
+            for j, name in enumerate(probes):
+                if isinstance(name, str) and name not in REGISTRY:
+                    problems.append(f"{where}.probes[{j}]: unknown probe {name!r}; available: {_available()}")
+        tid = fields.get("id")
+        if isinstance(tid, str):
+            if tid in first_index:
+                problems.append(f"{where}.id: duplicate target id {tid!r} "
+                                f"(first used by targets[{first_index[tid]}])")
+            else:
+                first_index[tid] = i
+        for name, override in overrides.items():
+            if not isinstance(override, dict):
+                problems.append(f"{where}.{name}: must be a table ([targets.{name}])")
+            elif isinstance(probes, list) and name not in listed:
+                problems.append(f"{where}.{name}: overrides a probe this target does not run; "
+                                f"add {name!r} to {where}.probes or remove the table")
+        for name in listed:
+            if name not in REGISTRY:
+                continue  # reported above
+            override = overrides.get(name)
+            if not isinstance(override, dict) or not override:
+                effective_settings = defaults.get(name)  # None: [probes.<name>] is invalid, reported
+            else:
+                effective_settings = _merged(name, defaults_raw.get(name, {}), name in defaults, override,
+                                             f"{where}.{name}", problems)
+            if target is not None and effective_settings is not None:
+                effective[(target.id, name)] = effective_settings
+        if target is not None:
+            targets.append(target)
+    return targets, effective
+
+
+def _merged(probe: str, defaults: dict[str, Any], defaults_ok: bool, override: dict[str, Any], where: str,
+            problems: list[str]) -> ProbeSettings | None:
+    """Validate override-over-defaults; errors are named under the target. With valid defaults every
+    error is the override's doing; with invalid ones (already reported under probes.<name>) only the
+    override's own fields are checked, over the model defaults."""
+    model = REGISTRY[probe].settings_model
+    try:
+        return model.model_validate({**(defaults if defaults_ok else {}), **override}, strict=True)
+    except ValidationError as exc:
+        for err in exc.errors():
+            if defaults_ok or (err["loc"] and err["loc"][0] in override):
+                problems.append(_problem(where, err, model, ()))
+        return None
+
+
+def _validate(model: type[_M], raw: dict[str, Any], where: str, problems: list[str],
+                            extra_allowed: tuple[str, ...] = ()) -> _M | None:
+    try:
+        # strict also for the probes' own settings models: TOML values are typed, no coercion.
+        return model.model_validate(raw, strict=True)
+    except ValidationError as exc:
+        for err in exc.errors():
+            # Unknown probe names inside `probes` are reported per item by the caller, with the list.
+            problems.append(_problem(where, err, model, extra_allowed))
+        return None
+
+
+def _problem(where: str, err: Any, model: type[BaseModel], extra_allowed: tuple[str, ...]) -> str:
+    loc: tuple[str | int, ...] = tuple(err["loc"])
+    path = where
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        allowed = [*model.model_fields, *extra_allowed]
+        return f"{path}: unknown key; allowed: {', '.join(allowed)}"
+    if kind == "missing":
+        return f"{path}: required key is missing"
+    if kind == "string_too_short" and err.get("ctx", {}).get("min_length") == 1:
+        return f"{path}: must not be empty"
+    msg = str(err["msg"])
+    msg = msg.removeprefix("Value error, ")
+    if kind not in ("value_error", "assertion_error") and not isinstance(err.get("input"), dict | list):
+        msg += f" (got {_shown(err.get('input'))})"
+    return f"{path}: {msg}"
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _available() -> str:
+    return ", ".join(sorted(REGISTRY))
+
+
+def _toml_problem(message: str, text: str) -> str:
+    # tomllib: "Expected '=' after a key in a key/value pair (at line 3, column 5)", or
+    # "... (at end of document)" when the parser ran off the end.
+    m = re.search(r"\(at line (\d+), column (\d+)\)$", message)
+    if m:
+        return f"line {m.group(1)}, column {m.group(2)}: invalid TOML: {message[: m.start()].strip()}"
+    m = re.search(r"\(at end of document\)$", message)
+    if m:
+        lines = text.split("\n")
+        where = f"line {len(lines)}, column {len(lines[-1]) + 1} (end of file)"
+        return f"{where}: invalid TOML: {message[: m.start()].strip()}"
+    return f"invalid TOML: {message}"
+
+
+def _redact_url(url: str) -> str:
+    return re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", url)

@@ -165,7 +165,8 @@ def setup_logging(level: str = "info", fmt: str = "logfmt", stream: TextIO | Non
     root.addHandler(handler)
     root.setLevel(LEVELS[level.lower()])
     # APScheduler logs every job run at INFO: with a thousand jobs that drowns everything else.
-    logging.getLogger("apscheduler").setLevel(logging.DEBUG if level.lower() == "debug" else logging.WARNING)
+    for chatty in ("apscheduler", "alembic"):  # both log every job run / migration step at info
+        logging.getLogger(chatty).setLevel(logging.DEBUG if level.lower() == "debug" else logging.WARNING)
 
 
 def log_event(logger: logging.Logger, level: int | str, msg: str, /, **fields: Any) -> None:

@@ -1,5 +1,40 @@
-"""Placeholder; filled in by its owner."""
+"""`netprobe agent run --config FILE`."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
 
 import typer
 
+from netprobe.agent.daemon import Agent
+from netprobe.config import load_config
+from netprobe.logs import setup_logging
+
 app = typer.Typer(no_args_is_help=True)
+
+
+@app.command("run")
+def run(
+    config: Path = typer.Option(..., "--config", "-c", help="agent configuration (TOML)"),
+    duration: float | None = typer.Option(None, "--duration", min=0.1,
+                                          help="stop after this many seconds (demos, quick start)"),
+    summary: bool = typer.Option(False, "--summary", help="on exit, print what this run measured"),
+) -> None:
+    """Probe every configured target on schedule and store the rounds (SIGTERM drains and flushes)."""
+    cfg = load_config(config)
+    setup_logging(cfg.log.level, cfg.log.format)
+    agent = Agent(config, cfg, duration=duration)
+    code = asyncio.run(_run(agent, summary))
+    raise typer.Exit(code)
+
+
+async def _run(agent: Agent, summary: bool) -> int:
+    from netprobe.agent.summary import print_summary
+    from netprobe.results import utc_now
+
+    started = utc_now()
+    code = await agent.run()
+    if summary:
+        await print_summary(agent.config, started, agent.db_url)
+    return code

@@ -13,6 +13,7 @@ from netprobe.agent.pipeline import Pipeline
 from netprobe.agent.scheduler import ProbeScheduler
 from netprobe.config import Config, load_config
 from netprobe.errors import ConfigError
+from netprobe.logs import log_event, setup_logging
 from netprobe.probes import ProbeContext, ProbeTarget
 from netprobe.resolve import Resolver
 from netprobe.results import ProbeResult, envelope
@@ -61,12 +62,21 @@ class Agent:
         self.rounds = 0
         self.store: Store | None = None
 
+    @property
+    def db_url(self) -> str | None:
+        """storage.url, else a SQLite file in agent.state_dir, else the store's default location."""
+        if self.config.storage.url:
+            return self.config.storage.url
+        if self.config.agent.state_dir:
+            return f"sqlite:///{Path(self.config.agent.state_dir).resolve()}/netprobe.db"
+        return None
+
     def _jobs(self) -> list[tuple[ProbeTarget, str, Any]]:
         return [(t.to_probe_target(), probe, settings) for t, probe, settings in self.config.jobs()]
 
     async def run(self) -> int:
         cfg = self.config
-        self.store = await open_store(cfg.storage.url, state_dir=cfg.agent.state_dir)
+        self.store = await open_store(self.db_url)
         ctx = ProbeContext(resolver=Resolver(refresh=cfg.resolver.refresh))
         pipeline = Pipeline([StoreSink(self.store)])
         agent_env = cfg.agent_envelope()
@@ -74,8 +84,7 @@ class Agent:
         def on_result(target: ProbeTarget, result: ProbeResult) -> None:
             self.rounds += 1
             pipeline.put(envelope(result, self.config.agent_envelope(), target.as_envelope()))
-            log.info("round", extra={"fields": {"target": target.id, "probe": result.probe,
-                                                **round_fields(result)}})
+            log_event(log, "info", "round", target=target.id, probe=result.probe, **round_fields(result))
 
         jobs = self._jobs()
         if any(probe == "icmp" for _, probe, _ in jobs):
@@ -89,9 +98,9 @@ class Agent:
         pipeline.start()
         scheduler.start()
         retention = asyncio.create_task(self._retention_loop())
-        log.info("agent started", extra={"fields": {
-            "agent": agent_env["id"], "jobs": len(jobs), "db": self.store.display_url,
-            "icmp_socket": ctx.icmp_engine().socket_kind() if ctx._icmp else "-"}})
+        log_event(log, "info", "agent started", agent=agent_env["id"], jobs=len(jobs),
+                  db=self.store.display_url,
+                  icmp_socket=ctx.icmp_engine().socket_kind() if ctx._icmp else "-")
         try:
             async with asyncio.timeout(self.duration):
                 await self.stop_event.wait()
@@ -104,24 +113,24 @@ class Agent:
         await ctx.close()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.remove_signal_handler(sig)
-        log.info("agent stopped", extra={"fields": {
-            "rounds": self.rounds, "cancelled_rounds": cancelled, "skipped_runs": scheduler.skipped,
-            "dropped": sum(pipeline.dropped.values()), "stop_s": round(time.monotonic() - t0, 3)}})
+        log_event(log, "info", "agent stopped", rounds=self.rounds, cancelled_rounds=cancelled,
+                  skipped_runs=scheduler.skipped, dropped=sum(pipeline.dropped.values()),
+                  stop_s=round(time.monotonic() - t0, 3))
         return 0
 
     def _reload(self, scheduler: ProbeScheduler) -> None:
         try:
             new = load_config(self.config_path)
         except ConfigError as exc:
-            log.error("reload failed; keeping the running configuration",
-                      extra={"fields": {"problems": exc.problems}})
+            log_event(log, "error", "reload failed; keeping the running configuration", problems=exc.problems)
             return
         if new.storage.url != self.config.storage.url:
             log.warning("storage.url changed; restart the agent to switch databases")
         self.config = new
+        setup_logging(new.log.level, new.log.format)
         jobs = self._jobs()
         scheduler.set_jobs(jobs)
-        log.info("configuration reloaded", extra={"fields": {"jobs": len(jobs)}})
+        log_event(log, "info", "configuration reloaded", jobs=len(jobs))
 
     async def _retention_loop(self) -> None:
         assert self.store is not None
@@ -129,7 +138,7 @@ class Agent:
             try:
                 removed = await self.store.enforce_retention(self.config.storage.retention / 86400.0)
                 if removed:
-                    log.info("retention", extra={"fields": {"removed_rounds": removed}})
+                    log_event(log, "info", "retention", removed_rounds=removed)
             except Exception as exc:  # a failed cleanup is retried next hour; probing goes on
-                log.error("retention failed", extra={"fields": {"error": str(exc)}})
+                log_event(log, "error", "retention failed", error=str(exc))
             await asyncio.sleep(RETENTION_EVERY)

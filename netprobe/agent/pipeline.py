@@ -6,6 +6,8 @@ import asyncio
 import logging
 from typing import Any, Protocol
 
+from netprobe.logs import log_event
+
 log = logging.getLogger("netprobe.pipeline")
 
 
@@ -67,8 +69,8 @@ class Pipeline:
                 raise
             except Exception as exc:  # keep the batch; try again after a pause
                 self.failures[sink.name] += 1
-                log.error("sink write failed; will retry",
-                          extra={"fields": {"sink": sink.name, "error": str(exc), "queued": len(q)}})
+                log_event(log, "error", "sink write failed; will retry", sink=sink.name, error=str(exc),
+                          queued=len(q))
                 if self._closing:
                     return
                 await asyncio.sleep(min(5.0, self._flush_every * 2))
@@ -87,6 +89,6 @@ class Pipeline:
                 t.cancel()
             lost = sum(len(q) for q in self._queues.values())
             if late or lost:
-                log.error("shutdown left results unwritten", extra={"fields": {"unwritten": lost}})
+                log_event(log, "error", "shutdown left results unwritten", unwritten=lost)
         for sink in self._sinks:
             await sink.close()

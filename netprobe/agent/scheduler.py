@@ -12,6 +12,7 @@ from apscheduler.events import EVENT_JOB_MAX_INSTANCES
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
+from netprobe.logs import FIELDS_ATTR, log_event
 from netprobe.probes import REGISTRY, ProbeContext, ProbeSettings, ProbeTarget
 from netprobe.results import ProbeResult, utc_now
 
@@ -85,7 +86,7 @@ class ProbeScheduler:
         except asyncio.CancelledError:
             raise
         except Exception:  # a bug in a probe must not stop the others
-            log.exception("probe crashed", extra={"fields": {"target": target.id, "probe": probe}})
+            log.exception("probe crashed", extra={FIELDS_ATTR: {"target": target.id, "probe": probe}})
             return
         finally:
             self._inflight.discard(task)
@@ -94,7 +95,7 @@ class ProbeScheduler:
     def _on_missed(self, event: object) -> None:
         self.skipped += 1
         job_id = getattr(event, "job_id", "?")
-        log.warning("previous round still running; skipped", extra={"fields": {"job": job_id}})
+        log_event(log, "warning", "previous round still running; skipped", job=job_id)
 
     async def drain(self, grace: float) -> int:
         """Stop scheduling; wait up to `grace` s for running rounds, then cancel them. Returns cancelled."""

@@ -1,0 +1,175 @@
+"""The agent daemon as a process: schedules, stores, drains on SIGTERM, reloads on SIGHUP."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from netprobe.store import open_store
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="raw ICMP sockets need root")
+
+CONFIG = """
+[agent]
+id = "t-agent"
+region = "test"
+isp = "lo"
+timezone = "Asia/Shanghai"
+
+[storage]
+url = "sqlite:///{db}"
+
+[resolver]
+refresh = "1s"
+
+[probes.icmp]
+every = "1s"
+count = 3
+interval = "0.05s"
+timeout = "0.5s"
+
+[probes.tcp]
+every = "1s"
+count = 2
+interval = "0.05s"
+timeout = "0.5s"
+
+[[targets]]
+id = "lo4"
+host = "127.0.0.1"
+probes = ["icmp", "tcp"]
+tcp_port = {port}
+
+[[targets]]
+id = "lo6"
+host = "::1"
+probes = ["icmp"]
+
+[[targets]]
+id = "nowhere"
+host = "no-such-host.invalid"
+probes = ["icmp"]
+{extra}
+"""
+
+
+def _write(path: Path, db: Path, port: int, extra: str = "") -> None:
+    path.write_text(CONFIG.format(db=db, port=port, extra=extra))
+
+
+class Daemon:
+    """The agent as a child process; stderr collected by a thread so the pipe never fills."""
+
+    def __init__(self, cfg: Path) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "netprobe.cli", "agent", "run", "--config",
+                                      str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.lines: list[str] = []
+        self._started = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        assert self._started.wait(30), "agent did not start:\n" + "".join(self.lines)
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+            if "agent started" in line:
+                self._started.set()
+        self._started.set()
+
+    def stop(self) -> tuple[int, float, str]:
+        t0 = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=15)
+        took = time.monotonic() - t0
+        self._reader.join(5)
+        return code, took, "".join(self.lines)
+
+
+async def _rows(db: Path, target: str | None = None) -> list[dict[str, object]]:
+    store = await open_store(f"sqlite:///{db}", upgrade=False)
+    try:
+        return await store.results("t-agent", target)
+    finally:
+        await store.close()
+
+
+@pytest.fixture
+def listener() -> object:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(64)
+    yield s
+    s.close()
+
+
+def test_agent_stores_rounds_and_drains_on_sigterm(tmp_path: Path, listener: object) -> None:
+    import socket
+
+    assert isinstance(listener, socket.socket)
+    db, cfg = tmp_path / "a.db", tmp_path / "agent.toml"
+    _write(cfg, db, listener.getsockname()[1])
+    agent = Daemon(cfg)
+    time.sleep(3.0)
+    code, stop_s, err = agent.stop()
+    assert code == 0, err
+    assert stop_s < 5.0
+    assert "agent stopped" in err and "Traceback" not in err
+    rows = asyncio.run(_rows(db))
+    by_target: dict[str, list[dict[str, object]]] = {}
+    for env in rows:
+        by_target.setdefault(str(env["target"]["id"]), []).append(env)  # type: ignore[index]
+    assert {"lo4", "lo6", "nowhere"} <= set(by_target)
+    lo4_icmp = [e for e in by_target["lo4"] if e["probe"] == "icmp"]
+    assert lo4_icmp and all(e["result"]["status"] == "ok" for e in lo4_icmp)  # type: ignore[index]
+    assert any(e["probe"] == "tcp" and e["result"]["status"] == "ok" for e in by_target["lo4"])  # type: ignore[index]
+    # a name that does not resolve is data, not a crash
+    bad = by_target["nowhere"][0]["result"]
+    assert bad["status"] == "error" and bad["error_kind"] == "dns"  # type: ignore[index]
+    # every envelope carries the agent block of DESIGN §7
+    assert rows[0]["agent"] == {"id": "t-agent", "region": "test", "isp": "lo", "timezone": "Asia/Shanghai"}
+
+
+def test_sighup_reload_keeps_old_config_on_error_and_applies_good_one(tmp_path: Path,
+                                                                      listener: object) -> None:
+    import socket
+
+    assert isinstance(listener, socket.socket)
+    port = listener.getsockname()[1]
+    db, cfg = tmp_path / "a.db", tmp_path / "agent.toml"
+    _write(cfg, db, port)
+    agent = Daemon(cfg)
+    try:
+        cfg.write_text("[agent]\nid = 'x'\nbogus = 1\n")
+        agent.proc.send_signal(signal.SIGHUP)
+        time.sleep(1.5)
+        assert agent.proc.poll() is None, "a bad reload must not stop the agent"
+        _write(cfg, db, port, extra='\n[[targets]]\nid = "added"\nhost = "127.0.0.2"\nprobes = ["icmp"]\n')
+        agent.proc.send_signal(signal.SIGHUP)
+        time.sleep(2.5)
+    finally:
+        code, _, err = agent.stop()
+    assert code == 0
+    assert "reload failed" in err and "agent.bogus" in err
+    assert "configuration reloaded" in err
+    assert asyncio.run(_rows(db, "added")), "the target added by the reload was probed"
+
+
+def test_agent_bad_config_exits_2_naming_the_field(tmp_path: Path) -> None:
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text("[agent]\nid = 'a'\nregion = 'r'\nisp = 'i'\ntimezone = 'Mars/Base'\n[[targets]]\n"
+                   "id = 't'\nhost = '127.0.0.1'\nprobes = ['icmp']\n")
+    proc = subprocess.run([sys.executable, "-m", "netprobe.cli", "agent", "run", "--config", str(cfg)],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2
+    assert "agent.timezone" in proc.stderr and "Traceback" not in proc.stderr

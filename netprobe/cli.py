@@ -11,7 +11,7 @@ from netprobe.errors import ConfigError, NetprobeError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Route-quality monitor for LLM inference served across borders.")
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 
 def _register() -> None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from netprobe.agent.daemon import Agent
-from netprobe.config import load_config
-from netprobe.logs import setup_logging
+if TYPE_CHECKING:
+    from netprobe.agent.daemon import Agent
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -22,6 +22,10 @@ def run(
     summary: bool = typer.Option(False, "--summary", help="on exit, print what this run measured"),
 ) -> None:
     """Probe every configured target on schedule and store the rounds (SIGTERM drains and flushes)."""
+    from netprobe.agent.daemon import Agent  # lazily: keeps every other command's start-up light
+    from netprobe.config import load_config
+    from netprobe.logs import setup_logging
+
     cfg = load_config(config)
     setup_logging(cfg.log.level, cfg.log.format)
     agent = Agent(config, cfg, duration=duration)

@@ -1,0 +1,210 @@
+"""Hourly rollups: what one round adds to its hour, and how hours merge into any window."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ddsketch import DDSketch
+
+from netprobe.stats import loss_pct
+from netprobe.store import sketch as sketches
+from netprobe.store.envelopes import Envelope
+
+HourKey = tuple[str, str, str, datetime]      # agent_id, target_id, probe, UTC hour start
+HOUR = timedelta(hours=1)
+
+
+def hour_of(ts: datetime) -> datetime:
+    return ts.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def key_of(env: Envelope) -> HourKey:
+    return (str(env.agent["id"]), str(env.target["id"]), env.probe, hour_of(env.started_at))
+
+
+@dataclass(slots=True)
+class Rollup:
+    """Mergeable counters of one or more hours (sums, not averages, so merging is exact)."""
+
+    rounds: int = 0
+    error_rounds: int = 0            # status down or error
+    sent: int = 0
+    received: int = 0
+    duplicates: int = 0
+    loss_pct_sum: float = 0.0        # per-round loss, over rounds that sent something
+    loss_rounds: int = 0
+    rtt_min: float | None = None
+    rtt_max: float | None = None
+    rtt_sum: float = 0.0
+    rtt_count: int = 0
+    jitter_sum: float = 0.0
+    jitter_count: int = 0
+    sketch: DDSketch | None = field(default=None, repr=False, compare=False)
+
+    def add(self, env: Envelope) -> None:
+        self.rounds += 1
+        self.error_rounds += env.status != "ok"
+        self.sent += env.sent
+        self.received += env.received
+        self.duplicates += env.duplicates
+        if env.sent > 0:
+            own = env.loss_pct
+            self.loss_pct_sum += own if own is not None else loss_pct(env.sent, env.received)
+            self.loss_rounds += 1
+        if env.jitter_ms is not None:
+            self.jitter_sum += env.jitter_ms
+            self.jitter_count += 1
+        if env.samples_ms:
+            if self.sketch is None:
+                self.sketch = sketches.new_sketch()
+            for v in env.samples_ms:
+                self.sketch.add(v)
+            self._extend(min(env.samples_ms), max(env.samples_ms), sum(env.samples_ms), len(env.samples_ms))
+
+    def merge(self, other: Rollup) -> None:
+        self.rounds += other.rounds
+        self.error_rounds += other.error_rounds
+        self.sent += other.sent
+        self.received += other.received
+        self.duplicates += other.duplicates
+        self.loss_pct_sum += other.loss_pct_sum
+        self.loss_rounds += other.loss_rounds
+        self.jitter_sum += other.jitter_sum
+        self.jitter_count += other.jitter_count
+        if other.rtt_count and other.rtt_min is not None and other.rtt_max is not None:
+            self._extend(other.rtt_min, other.rtt_max, other.rtt_sum, other.rtt_count)
+        if other.sketch is not None:
+            if self.sketch is None:
+                self.sketch = sketches.new_sketch()
+            self.sketch.merge(other.sketch)
+
+    def _extend(self, lo: float, hi: float, total: float, n: int) -> None:
+        self.rtt_min = lo if self.rtt_min is None else min(self.rtt_min, lo)
+        self.rtt_max = hi if self.rtt_max is None else max(self.rtt_max, hi)
+        self.rtt_sum += total
+        self.rtt_count += n
+
+    # -- database row <-> Rollup --------------------------------------------------------------
+    _COLUMNS = ("rounds", "error_rounds", "sent", "received", "duplicates", "loss_pct_sum", "loss_rounds",
+                "rtt_min", "rtt_max", "rtt_sum", "rtt_count", "jitter_sum", "jitter_count")
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Rollup:
+        r = cls(**{c: row[c] for c in cls._COLUMNS})
+        r.sketch = sketches.loads(row["sketch"]) if row["sketch"] else None
+        return r
+
+    def to_row(self) -> dict[str, Any]:
+        values = {c: getattr(self, c) for c in self._COLUMNS}
+        values["sketch"] = sketches.dumps(self.sketch) if self.sketch is not None else None
+        return values
+
+    # -- derived figures ------------------------------------------------------------------------
+    def quantile(self, q: float) -> float | None:
+        """q in 0..1 from the sketch, clamped to the exact min/max it cannot exceed."""
+        if self.sketch is None or self.sketch.count == 0:
+            return None
+        raw = self.sketch.get_quantile_value(q)
+        if raw is None:
+            return None
+        value = float(raw)
+        if self.rtt_min is not None and self.rtt_max is not None:
+            value = min(max(value, self.rtt_min), self.rtt_max)
+        return value
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            "rounds": self.rounds,
+            "error_rounds": self.error_rounds,
+            "sent": self.sent,
+            "received": self.received,
+            "duplicates": self.duplicates,
+            "loss_pct": loss_pct(self.sent, self.received) if self.sent else None,
+            "loss_pct_mean": self.loss_pct_sum / self.loss_rounds if self.loss_rounds else None,
+            "samples": self.rtt_count,
+            "rtt_min_ms": self.rtt_min,
+            "rtt_max_ms": self.rtt_max,
+            "rtt_avg_ms": self.rtt_sum / self.rtt_count if self.rtt_count else None,
+            "rtt_p50_ms": self.quantile(0.50),
+            "rtt_p95_ms": self.quantile(0.95),
+            "rtt_p99_ms": self.quantile(0.99),
+            "jitter_ms": self.jitter_sum / self.jitter_count if self.jitter_count else None,
+        }
+
+
+def accumulate(envelopes: Iterable[Envelope]) -> dict[HourKey, Rollup]:
+    out: dict[HourKey, Rollup] = {}
+    for env in envelopes:
+        out.setdefault(key_of(env), Rollup()).add(env)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Figures:
+    rounds: int
+    error_rounds: int
+    sent: int
+    received: int
+    duplicates: int
+    loss_pct: float | None           # 100·(sent−received)/sent over the whole span
+    loss_pct_mean: float | None      # mean of the rounds' own loss_pct
+    samples: int                     # received RTT samples behind the quantiles
+    rtt_min_ms: float | None
+    rtt_max_ms: float | None
+    rtt_avg_ms: float | None
+    rtt_p50_ms: float | None         # from the merged DDSketch (±1 %)
+    rtt_p95_ms: float | None
+    rtt_p99_ms: float | None
+    jitter_ms: float | None          # mean of the rounds' jitter
+
+
+@dataclass(frozen=True, slots=True)
+class HourRow(_Figures):
+    agent_id: str
+    target_id: str
+    probe: str
+    hour: datetime                   # UTC start of the hour
+    rollup: Rollup = field(repr=False, compare=False)
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> HourRow:
+        rollup = Rollup.from_row(row)
+        return cls(agent_id=row["agent_id"], target_id=row["target_id"], probe=row["probe"],
+                   hour=row["hour"], rollup=rollup, **rollup.figures())
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: getattr(self, k) for k in _FIGURES}
+        return {"agent_id": self.agent_id, "target_id": self.target_id, "probe": self.probe,
+                "hour": self.hour.isoformat().replace("+00:00", "Z"), **d}
+
+
+@dataclass(frozen=True, slots=True)
+class WindowStats(_Figures):
+    start: datetime                  # first hour merged
+    end: datetime                    # end of the last hour merged
+    hours: int                       # hour rows merged (across agents/targets when not filtered)
+    rollup: Rollup = field(repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: getattr(self, k) for k in _FIGURES}
+        return {"start": self.start.isoformat().replace("+00:00", "Z"),
+                "end": self.end.isoformat().replace("+00:00", "Z"), "hours": self.hours, **d}
+
+
+_FIGURES = tuple(_Figures.__dataclass_fields__)
+
+
+def merge_hours(rows: Iterable[HourRow]) -> WindowStats | None:
+    """Merge any set of hour rows (several agents, targets, non-contiguous hours); None if empty."""
+    total = Rollup()
+    hours: list[datetime] = []
+    for row in rows:
+        total.merge(row.rollup)
+        hours.append(row.hour)
+    if not hours:
+        return None
+    return WindowStats(start=min(hours), end=max(hours) + HOUR, hours=len(hours), rollup=total,
+                       **total.figures())

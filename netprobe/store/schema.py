@@ -1,0 +1,162 @@
+"""Table definitions the queries use. The DDL itself lives in the Alembic revisions (migrations/)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Column,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+# Named constraints so SQLite batch migrations can find and alter them later.
+metadata = MetaData(naming_convention={
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+})
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC in and out on both dialects (SQLite keeps naive UTC text)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def json_type() -> Any:
+    return JSON().with_variant(JSONB(), "postgresql")
+
+
+ID = 128   # length of agent/target/result ids
+
+agents = Table(
+    "agents", metadata,
+    Column("id", String(ID), primary_key=True),
+    Column("region", String(128)),
+    Column("isp", String(128)),
+    Column("timezone", String(64)),
+    Column("info", json_type()),
+    Column("token_hash", String(255)),     # collector: per-agent bearer token, hashed
+    Column("first_seen", UTCDateTime(), nullable=False),
+    Column("last_seen", UTCDateTime(), nullable=False),
+)
+
+targets = Table(
+    "targets", metadata,
+    Column("id", String(ID), primary_key=True),
+    Column("host", String(255)),
+    Column("datacenter", String(128)),
+    Column("line", String(64)),
+    Column("info", json_type()),
+    Column("first_seen", UTCDateTime(), nullable=False),
+    Column("last_seen", UTCDateTime(), nullable=False),
+)
+
+probe_results = Table(
+    "probe_results", metadata,
+    Column("id", String(ID), primary_key=True),
+    Column("probe", String(32), nullable=False),
+    Column("agent_id", String(ID), ForeignKey("agents.id"), nullable=False),
+    Column("target_id", String(ID), ForeignKey("targets.id"), nullable=False),
+    Column("started_at", UTCDateTime(), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("envelope", json_type(), nullable=False),
+    Column("stored_at", UTCDateTime(), nullable=False),
+    Index("ix_probe_results_agent_target_started", "agent_id", "target_id", "started_at"),
+    Index("ix_probe_results_started_at", "started_at"),
+)
+
+rollups_hourly = Table(
+    "rollups_hourly", metadata,
+    Column("agent_id", String(ID), ForeignKey("agents.id"), primary_key=True),
+    Column("target_id", String(ID), ForeignKey("targets.id"), primary_key=True),
+    Column("probe", String(32), primary_key=True),
+    Column("hour", UTCDateTime(), primary_key=True),
+    Column("rounds", Integer, nullable=False, default=0),
+    Column("error_rounds", Integer, nullable=False, default=0),
+    Column("sent", Integer, nullable=False, default=0),
+    Column("received", Integer, nullable=False, default=0),
+    Column("duplicates", Integer, nullable=False, default=0),
+    Column("loss_pct_sum", Float, nullable=False, default=0.0),
+    Column("loss_rounds", Integer, nullable=False, default=0),
+    Column("rtt_min", Float),
+    Column("rtt_max", Float),
+    Column("rtt_sum", Float, nullable=False, default=0.0),
+    Column("rtt_count", Integer, nullable=False, default=0),
+    Column("jitter_sum", Float, nullable=False, default=0.0),
+    Column("jitter_count", Integer, nullable=False, default=0),
+    Column("sketch", Text),                # DDSketch as compact JSON (netprobe.store.sketch)
+    Column("updated_at", UTCDateTime(), nullable=False),
+    Index("ix_rollups_hourly_hour", "hour"),
+)
+
+path_changes = Table(
+    "path_changes", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("agent_id", String(ID), nullable=False),
+    Column("target_id", String(ID), nullable=False),
+    Column("detected_at", UTCDateTime(), nullable=False),
+    Column("kind", String(32), nullable=False),        # path_change | line_mismatch
+    Column("old_hash", String(64)),
+    Column("new_hash", String(64)),
+    Column("label", String(32)),
+    Column("details", json_type()),
+    Index("ix_path_changes_agent_target_detected", "agent_id", "target_id", "detected_at"),
+)
+
+alert_states = Table(
+    "alert_states", metadata,
+    Column("rule", String(128), primary_key=True),
+    Column("agent_id", String(ID), primary_key=True),
+    Column("target_id", String(ID), primary_key=True),
+    Column("state", String(16), nullable=False),        # ok | pending | firing
+    Column("bad_windows", Integer, nullable=False, default=0),
+    Column("value", Float),
+    Column("started_at", UTCDateTime()),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    Column("details", json_type()),
+)
+
+outbox = Table(
+    "outbox", metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("result_id", String(ID), nullable=False, unique=True),
+    Column("payload", json_type(), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("next_attempt_at", UTCDateTime(), nullable=False),
+    Column("last_error", Text),
+    Index("ix_outbox_next_attempt_at", "next_attempt_at"),
+)
+
+store_meta = Table(
+    "store_meta", metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)

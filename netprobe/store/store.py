@@ -1,0 +1,290 @@
+"""The Store: idempotent writes of result envelopes with hourly rollups, retention, window queries."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from alembic.util import CommandError
+from sqlalchemy import Select, Table, bindparam, delete, func, select, tuple_, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql.dml import Insert
+
+from netprobe.errors import StorageError
+from netprobe.results import utc_now
+from netprobe.store import migrate
+from netprobe.store.engine import READ_ONLY, create_engine, mapped_errors
+from netprobe.store.envelopes import Envelope, parse_envelopes
+from netprobe.store.rollups import HourKey, HourRow, Rollup, WindowStats, accumulate, hour_of, merge_hours
+from netprobe.store.schema import agents, probe_results, rollups_hourly, store_meta, targets
+from netprobe.store.urls import default_db_url, display_url, normalise_url
+
+DEFAULT_RAW_RETENTION_DAYS = 14.0
+_HORIZON = "raw_horizon"      # store_meta key: raw rounds before this were deleted by retention
+_R = rollups_hourly.c
+_PK = (_R.agent_id, _R.target_id, _R.probe, _R.hour)
+
+
+@dataclass(frozen=True, slots=True)
+class WriteStats:
+    accepted: int        # newly stored (and rolled up)
+    duplicates: int      # ids already stored, or repeated within the batch
+    expired: int = 0     # older than the retention horizon: cannot be told apart from a replay, dropped
+
+
+def _aware(ts: datetime, name: str) -> datetime:
+    if ts.tzinfo is None:
+        raise ValueError(f"{name} must be timezone-aware (UTC), got a naive datetime")
+    return ts.astimezone(UTC)
+
+
+class Store:
+    """One database (SQLite or PostgreSQL). Create with open_store(); all methods are async."""
+
+    def __init__(self, engine: AsyncEngine, url: URL) -> None:
+        self._engine = engine
+        self._url = url
+        self.url = display_url(url)          # normalised, password masked
+        # SQLite has one writer at a time: queue this process's writers here rather than in
+        # SQLite's busy handler, which sleeps in steps of up to 100 ms.
+        self._write_lock = asyncio.Lock() if url.get_backend_name() == "sqlite" else None
+
+    @property
+    def display_url(self) -> str:
+        return self.url
+
+    @property
+    def engine(self) -> AsyncEngine:
+        return self._engine
+
+    @property
+    def dialect(self) -> str:
+        return self._engine.dialect.name
+
+    async def close(self) -> None:
+        await self._engine.dispose()
+
+    async def __aenter__(self) -> Store:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- schema -----------------------------------------------------------------------------------
+    async def upgrade(self, revision: str = "head") -> str | None:
+        """Migrate to `revision` (default: latest); returns the revision the database is now at."""
+        async with self._write("upgrading") as conn:
+            return await conn.run_sync(migrate.upgrade, revision)
+
+    async def downgrade(self, revision: str = "base") -> str | None:
+        async with self._write("downgrading") as conn:
+            return await conn.run_sync(migrate.downgrade, revision)
+
+    async def revision(self) -> str | None:
+        async with self._read("reading") as conn:
+            return await conn.run_sync(migrate.current_revision)
+
+    # -- writing ----------------------------------------------------------------------------------
+    async def write(self, envelopes: Sequence[Mapping[str, Any]]) -> WriteStats:
+        """Store result envelopes once each (by id); rolls up only the newly stored ones, atomically.
+
+        Raises EnvelopeError (nothing stored) if any envelope is malformed.
+        """
+        parsed = parse_envelopes(envelopes)
+        unique: dict[str, Envelope] = {}
+        for env in parsed:
+            unique.setdefault(env.id, env)
+        repeated = len(parsed) - len(unique)
+        if not unique:
+            return WriteStats(0, repeated)
+        now = utc_now()
+        async with self._write("writing to") as conn:
+            horizon = await self._horizon(conn)
+            fresh = sorted((e for e in unique.values() if horizon is None or e.started_at >= horizon),
+                           key=lambda e: e.id)
+            expired = len(unique) - len(fresh)
+            inserted: set[str] = set()
+            if fresh:
+                # Lock order everywhere: agents, targets, results, rollups, each sorted — no deadlocks.
+                await self._upsert_refs(conn, fresh, now)
+                inserted = await self._insert_results(conn, fresh, now)
+                await self._apply_rollups(conn, accumulate(e for e in fresh if e.id in inserted), now)
+        return WriteStats(accepted=len(inserted), duplicates=repeated + len(fresh) - len(inserted),
+                          expired=expired)
+
+    def _insert(self, table: Table) -> Any:
+        ins: Insert = (pg_insert if self.dialect == "postgresql" else sqlite_insert)(table)
+        return ins
+
+    async def _upsert_refs(self, conn: AsyncConnection, envs: Sequence[Envelope], now: datetime) -> None:
+        latest_agent: dict[str, Envelope] = {}
+        latest_target: dict[str, Envelope] = {}
+        for env in envs:
+            for latest, key in ((latest_agent, str(env.agent["id"])), (latest_target, str(env.target["id"]))):
+                if key not in latest or env.started_at >= latest[key].started_at:
+                    latest[key] = env
+        agent_rows = [{"id": k, "region": e.agent.get("region"), "isp": e.agent.get("isp"),
+                       "timezone": e.agent.get("timezone"), "info": e.agent, "first_seen": now,
+                       "last_seen": now} for k, e in sorted(latest_agent.items())]
+        target_rows = [{"id": k, "host": e.target.get("host"), "datacenter": e.target.get("datacenter"),
+                        "line": e.target.get("line"), "info": e.target, "first_seen": now,
+                        "last_seen": now} for k, e in sorted(latest_target.items())]
+        for table, rows, cols in ((agents, agent_rows, ("region", "isp", "timezone")),
+                                  (targets, target_rows, ("host", "datacenter", "line"))):
+            stmt = self._insert(table)
+            stmt = stmt.on_conflict_do_update(
+                index_elements=["id"],
+                set_={c: stmt.excluded[c] for c in (*cols, "info", "last_seen")})
+            await conn.execute(stmt, rows)
+
+    async def _insert_results(self, conn: AsyncConnection, envs: Sequence[Envelope],
+                              now: datetime) -> set[str]:
+        stmt = (self._insert(probe_results).on_conflict_do_nothing(index_elements=["id"])
+                .returning(probe_results.c.id))
+        rows = [{"id": e.id, "probe": e.probe, "agent_id": str(e.agent["id"]),
+                 "target_id": str(e.target["id"]), "started_at": e.started_at, "status": e.status,
+                 "envelope": e.raw, "stored_at": now} for e in envs]
+        result = await conn.execute(stmt, rows)
+        return {row[0] for row in result}
+
+    async def _apply_rollups(self, conn: AsyncConnection, deltas: Mapping[HourKey, Rollup],
+                             now: datetime) -> None:
+        """Merge deltas into their hour rows under a row lock, so concurrent writers lose nothing."""
+        if not deltas:
+            return
+        keys = sorted(deltas)
+        empty = Rollup().to_row()
+        await conn.execute(
+            self._insert(rollups_hourly).on_conflict_do_nothing(
+                index_elements=["agent_id", "target_id", "probe", "hour"]),
+            [{"agent_id": a, "target_id": t, "probe": p, "hour": h, **empty, "updated_at": now}
+             for a, t, p, h in keys])
+        locked = (select(rollups_hourly).where(tuple_(*_PK).in_(keys)).order_by(*_PK)
+                  .with_for_update())   # SQLite: no-op, the write transaction is already exclusive
+        current = {(r["agent_id"], r["target_id"], r["probe"], r["hour"]): r
+                   for r in (await conn.execute(locked)).mappings()}
+        updates = []
+        for key in keys:
+            merged = Rollup.from_row(dict(current[key]))
+            merged.merge(deltas[key])
+            a, t, p, h = key
+            updates.append({"k_agent": a, "k_target": t, "k_probe": p, "k_hour": h, **merged.to_row(),
+                            "updated_at": now})
+        stmt = (update(rollups_hourly)
+                .where(_R.agent_id == bindparam("k_agent"), _R.target_id == bindparam("k_target"),
+                       _R.probe == bindparam("k_probe"), _R.hour == bindparam("k_hour", type_=_R.hour.type))
+                .values({c: bindparam(c) for c in (*Rollup().to_row(), "updated_at")}))
+        await conn.execute(stmt, updates)
+
+    async def _horizon(self, conn: AsyncConnection) -> datetime | None:
+        value = (await conn.execute(select(store_meta.c.value).where(store_meta.c.key == _HORIZON))).scalar()
+        return datetime.fromisoformat(value) if value else None
+
+    async def enforce_retention(self, raw_days: float = DEFAULT_RAW_RETENTION_DAYS,
+                                now: datetime | None = None) -> int:
+        """Delete raw rounds older than `raw_days`; hourly rollups are kept. Returns rows deleted."""
+        if not raw_days > 0:
+            raise ValueError(f"raw_days must be positive, got {raw_days}")
+        cutoff = _aware(now, "now") if now is not None else utc_now()
+        cutoff -= timedelta(days=raw_days)
+        async with self._write("enforcing retention on") as conn:
+            deleted = await conn.execute(delete(probe_results).where(probe_results.c.started_at < cutoff))
+            old = await self._horizon(conn)
+            if old is None or cutoff > old:
+                stmt = self._insert(store_meta)
+                stmt = stmt.on_conflict_do_update(index_elements=["key"], set_={"value": stmt.excluded.value})
+                await conn.execute(stmt, {"key": _HORIZON, "value": cutoff.isoformat()})
+            return int(deleted.rowcount)
+
+    # -- reading ----------------------------------------------------------------------------------
+    async def hourly(self, agent_id: str | None, target_id: str | None, probe: str | None,
+                     start: datetime, end: datetime) -> list[HourRow]:
+        """Hour rows overlapping [start, end), oldest first; None for an id means every one."""
+        q = select(rollups_hourly).where(_R.hour >= hour_of(_aware(start, "start")),
+                                         _R.hour < _aware(end, "end"))
+        for col, value in ((_R.agent_id, agent_id), (_R.target_id, target_id), (_R.probe, probe)):
+            if value is not None:
+                q = q.where(col == value)
+        q = q.order_by(_R.hour, _R.agent_id, _R.target_id, _R.probe)
+        async with self._read("reading rollups from") as conn:
+            rows = (await conn.execute(q)).mappings().all()
+        return [HourRow.from_row(dict(r)) for r in rows]
+
+    async def window_stats(self, agent_id: str | None, target_id: str | None, probe: str | None,
+                           start: datetime, end: datetime, *,
+                           hours: Callable[[datetime], bool] | None = None) -> WindowStats | None:
+        """Merge the hours overlapping [start, end) (optionally only those `hours(hour_start)` keeps)
+        across whatever agents/targets match; None when nothing was measured."""
+        rows = await self.hourly(agent_id, target_id, probe, start, end)
+        return merge_hours(r for r in rows if hours is None or hours(r.hour))
+
+    def _results_query(self, what: Any, agent_id: str | None, target_id: str | None, probe: str | None,
+                       start: datetime | None, end: datetime | None) -> Select[Any]:
+        c = probe_results.c
+        q: Select[Any] = select(what).select_from(probe_results)
+        for col, value in ((c.agent_id, agent_id), (c.target_id, target_id), (c.probe, probe)):
+            if value is not None:
+                q = q.where(col == value)
+        if start is not None:
+            q = q.where(c.started_at >= _aware(start, "start"))
+        if end is not None:
+            q = q.where(c.started_at < _aware(end, "end"))
+        return q
+
+    async def count_results(self, agent_id: str | None = None, target_id: str | None = None,
+                            probe: str | None = None, start: datetime | None = None,
+                            end: datetime | None = None) -> int:
+        """Raw rounds stored (started_at in [start, end))."""
+        q = self._results_query(func.count(), agent_id, target_id, probe, start, end)
+        async with self._read("counting results in") as conn:
+            return int((await conn.execute(q)).scalar_one())
+
+    async def results(self, agent_id: str | None = None, target_id: str | None = None,
+                      probe: str | None = None, start: datetime | None = None, end: datetime | None = None,
+                      limit: int | None = None) -> list[dict[str, Any]]:
+        """Raw envelopes (as written), oldest first."""
+        c = probe_results.c
+        q = self._results_query(c.envelope, agent_id, target_id, probe, start, end)
+        q = q.order_by(c.started_at, c.id).limit(limit)
+        async with self._read("reading results from") as conn:
+            return [dict(row[0]) for row in await conn.execute(q)]
+
+    # -- transactions -----------------------------------------------------------------------------
+    @asynccontextmanager
+    async def _write(self, doing: str) -> AsyncIterator[AsyncConnection]:
+        try:
+            async with (self._write_lock or contextlib.nullcontext()), mapped_errors(self._url, doing), \
+                    self._engine.begin() as conn:
+                yield conn
+        except CommandError as exc:
+            raise StorageError(f"{doing} {self.url} failed: {exc}") from exc
+
+    @asynccontextmanager
+    async def _read(self, doing: str) -> AsyncIterator[AsyncConnection]:
+        async with mapped_errors(self._url, doing), self._engine.connect() as conn:
+            await conn.execution_options(**READ_ONLY)
+            yield conn
+
+
+async def open_store(url: str | None = None, *, upgrade: bool = True) -> Store:
+    """Open (creating a SQLite file and its directory if needed) and migrate to the latest revision.
+
+    `url` None means the default SQLite database under state_dir().
+    """
+    target = normalise_url(url or default_db_url())
+    store = Store(create_engine(target), target)
+    if upgrade:
+        try:
+            await store.upgrade()
+        except BaseException:
+            await store.close()
+            raise
+    return store

@@ -1,0 +1,62 @@
+"""Database URLs: what users write → what the async engine needs, and where the default lives."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+from netprobe.errors import UsageError
+
+_PG_NAMES = {"postgresql", "postgres"}
+
+
+def state_dir() -> Path:
+    """$STATE_DIRECTORY (systemd StateDirectory=), else /var/lib/netprobe as root, else ~/.local/state/…"""
+    env = os.environ.get("STATE_DIRECTORY", "")
+    if env:
+        # systemd joins several StateDirectory= entries with ':'; the first is ours
+        return Path(env.split(":")[0])
+    if os.geteuid() == 0:
+        return Path("/var/lib/netprobe")
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".local" / "state"
+    return base / "netprobe"
+
+
+def default_db_url() -> str:
+    return f"sqlite:///{state_dir() / 'netprobe.db'}"
+
+
+def normalise_url(url: str) -> URL:
+    """Map any SQLite/PostgreSQL URL onto the async drivers netprobe ships (aiosqlite, psycopg 3)."""
+    try:
+        parsed = make_url(url.strip())
+    except ArgumentError:
+        raise UsageError(f"not a database URL: {url!r} (expected sqlite:///PATH or postgresql://…)") from None
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        return parsed.set(drivername="sqlite+aiosqlite")
+    if backend in _PG_NAMES:
+        return parsed.set(drivername="postgresql+psycopg")
+    raise UsageError(f"unsupported database {backend!r} in {display_url(parsed)}: "
+                     "use sqlite:///PATH or postgresql://USER@HOST/DB")
+
+
+def display_url(url: URL | str) -> str:
+    """The URL with any password masked, for messages and logs."""
+    try:
+        parsed = make_url(url) if isinstance(url, str) else url
+    except ArgumentError:
+        return "<unparseable URL>"
+    return parsed.render_as_string(hide_password=True)
+
+
+def sqlite_path(url: URL) -> Path | None:
+    """The file of a SQLite URL; None for in-memory databases."""
+    db = url.database
+    if not db or db == ":memory:" or db.startswith("file:"):
+        return None
+    return Path(db)

@@ -1,0 +1,26 @@
+"""Shared builders for the store tests (no tests here): real envelopes via netprobe.results."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from netprobe.results import IcmpResult, envelope
+from netprobe.stats import jitter, loss_pct, rtt_stats
+
+AGENT = {"id": "sh-ct-1", "region": "cn-east", "isp": "telecom", "timezone": "Asia/Shanghai"}
+TARGET = {"id": "hk-cn2", "host": "hk1.example.net", "datacenter": "hk", "line": "cn2-gia"}
+
+
+def icmp_envelope(started_at: datetime, samples: Sequence[float | None], *, agent: str | None = None,
+                  target: str | None = None, result_id: str | None = None,
+                  duplicates: int = 0) -> dict[str, Any]:
+    got = [s for s in samples if s is not None]
+    result = IcmpResult(
+        probe="icmp", host=TARGET["host"], started_at=started_at, address="198.18.0.2",
+        status="ok" if got else "down", sent=len(samples), received=len(got), duplicates=duplicates,
+        loss_pct=loss_pct(len(samples), len(got)), rtt_ms=rtt_stats(got), jitter_ms=jitter(samples),
+        samples_ms=list(samples))
+    return envelope(result, {**AGENT, "id": agent or AGENT["id"]}, {**TARGET, "id": target or TARGET["id"]},
+                    result_id=result_id)

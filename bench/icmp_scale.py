@@ -50,10 +50,13 @@ async def _runner(targets: list[str], seconds: int, interval: float) -> None:
     engine.close()
 
 
+_FPING = re.compile(r"^(\S+)\s*: xmt/rcv/%loss = (\d+)/(\d+)/\S+%(?:, min/avg/max = [\d.]+/([\d.]+)/)?")
+
+
 def parse_fping(text: str) -> dict[str, tuple[int, int, float | None]]:
     out: dict[str, tuple[int, int, float | None]] = {}
     for line in text.splitlines():
-        m = re.match(r"^(\S+)\s*: xmt/rcv/%loss = (\d+)/(\d+)/\S+%(?:, min/avg/max = [\d.]+/([\d.]+)/)?", line)
+        m = _FPING.match(line)
         if m:
             out[m.group(1)] = (int(m.group(2)), int(m.group(3)), float(m.group(4)) if m.group(4) else None)
     return out

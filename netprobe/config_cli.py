@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from netprobe.config import Config, load_config
 from netprobe.errors import ConfigError
+
+if TYPE_CHECKING:
+    from netprobe.config import Config
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 
@@ -23,6 +26,8 @@ def _group() -> None:
 @app.command("check")
 def check(file: Path = typer.Argument(..., help="agent configuration (TOML)", show_default=False)) -> None:
     """Validate FILE: print OK and a summary, or every problem (one per line) and exit 2."""
+    from netprobe.config import load_config  # lazily: pydantic model building is slow to import
+
     out = Console(soft_wrap=True, highlight=False)
     try:
         config = load_config(file)

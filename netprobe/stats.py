@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -54,7 +55,7 @@ def jitter(samples: Sequence[float | None]) -> float | None:
     got = [v for v in samples if v is not None]
     if len(got) < 2:
         return None
-    return math.fsum(abs(b - a) for a, b in zip(got, got[1:], strict=False)) / (len(got) - 1)
+    return math.fsum(abs(b - a) for a, b in itertools.pairwise(got)) / (len(got) - 1)
 
 
 def loss_pct(sent: int, received: int) -> float:

@@ -1,9 +1,25 @@
-"""SQL storage: raw rounds, hourly DDSketch rollups, retention; SQLite or PostgreSQL (DESIGN §4)."""
+"""SQL storage: raw rounds, hourly DDSketch rollups, retention; SQLite or PostgreSQL (DESIGN §4).
 
-from netprobe.store.envelopes import EnvelopeError, parse_envelope
-from netprobe.store.rollups import HourRow, Rollup, WindowStats, merge_hours
-from netprobe.store.store import DEFAULT_RAW_RETENTION_DAYS, Store, WriteStats, open_store
-from netprobe.store.urls import default_db_url, display_url, normalise_url, state_dir
+Names are loaded on first use (PEP 562) so `netprobe.store.cli` — imported by every `netprobe`
+command — does not pull in SQLAlchemy and Alembic until a database command actually runs."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from netprobe.store.envelopes import EnvelopeError, parse_envelope
+    from netprobe.store.rollups import HourRow, Rollup, WindowStats, merge_hours
+    from netprobe.store.store import DEFAULT_RAW_RETENTION_DAYS, Store, WriteStats, open_store
+    from netprobe.store.urls import default_db_url, display_url, normalise_url, state_dir
+
+_WHERE = {
+    "EnvelopeError": "envelopes", "parse_envelope": "envelopes",
+    "HourRow": "rollups", "Rollup": "rollups", "WindowStats": "rollups", "merge_hours": "rollups",
+    "DEFAULT_RAW_RETENTION_DAYS": "store", "Store": "store", "WriteStats": "store", "open_store": "store",
+    "default_db_url": "urls", "display_url": "urls", "normalise_url": "urls", "state_dir": "urls",
+}
 
 __all__ = [
     "DEFAULT_RAW_RETENTION_DAYS",
@@ -21,3 +37,12 @@ __all__ = [
     "parse_envelope",
     "state_dir",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'netprobe.store' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"netprobe.store.{module}"), name)
+    globals()[name] = value
+    return value

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,9 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
 CLK = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(pid: int) -> float:
+def cpu_times(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK  # utime + stime
+    return int(fields[11]) / CLK, int(fields[12]) / CLK
 
 
 async def _runner(targets: list[str], seconds: int, interval: float) -> None:
@@ -80,8 +81,7 @@ def main() -> int:
 
     state = lab.up(args.spec, replace=True)
     route = next(iter(state.routes.values()))
-    base = ipaddress.ip_address(route.ipv4)
-    targets = [str(base + i) for i in range(args.targets)]
+    targets = route.ipv4_hosts(args.targets)
     ns = state.agent_ns
     try:
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
@@ -98,11 +98,11 @@ def main() -> int:
         time.sleep(args.warmup)
         our_pid = _child_pid(ours.pid, "python")
         fping_pid = _child_pid(fping.pid, "fping")
-        c0 = (cpu_seconds(our_pid), cpu_seconds(fping_pid))
+        c0 = (cpu_times(our_pid), cpu_times(fping_pid))
         t0 = time.monotonic()
         # sample the end just before either finishes its last round
         time.sleep(max(1.0, args.seconds - args.warmup - 1.5))
-        c1 = (cpu_seconds(our_pid), cpu_seconds(fping_pid))
+        c1 = (cpu_times(our_pid), cpu_times(fping_pid))
         window = time.monotonic() - t0
         our_out, _ = ours.communicate(timeout=args.seconds + 30)
         _, fping_err = fping.communicate(timeout=args.seconds + 30)
@@ -112,8 +112,9 @@ def main() -> int:
     samples: dict[str, list[float | None]] = json.loads(our_out.strip().splitlines()[-1])
     fp = parse_fping(fping_err)
     echoes = args.targets * window  # both send one echo per target per second
-    our_cpu = (c1[0] - c0[0]) / echoes * 1e6
-    fp_cpu = (c1[1] - c0[1]) / echoes * 1e6
+    our_usr, our_sys = ((c1[0][i] - c0[0][i]) / echoes * 1e6 for i in (0, 1))
+    fp_usr, fp_sys = ((c1[1][i] - c0[1][i]) / echoes * 1e6 for i in (0, 1))
+    our_cpu, fp_cpu = our_usr + our_sys, fp_usr + fp_sys
     diffs, our_lost, fp_lost = [], 0, 0
     for addr in targets:
         got = [s for s in samples.get(addr, []) if s is not None]
@@ -122,14 +123,23 @@ def main() -> int:
         fp_lost += xmt - rcv
         if got and avg is not None:
             diffs.append(sum(got) / len(got) - avg)
-    worst = max((abs(d) for d in diffs), default=float("nan"))
+    absd = sorted(abs(d) for d in diffs)
+    worst = absd[-1] if absd else float("nan")
     mean_diff = sum(diffs) / len(diffs) if diffs else float("nan")
     print(f"targets={args.targets} seconds={args.seconds} route_rtt_ms={route.rtt_ms:g} "
           f"cpu_window_s={window:.1f}")
     print(f"cpu_us_per_echo netprobe={our_cpu:.2f} fping={fp_cpu:.2f} ratio={our_cpu / fp_cpu:.2f} "
           f"(goal <= 1.5)")
+    print(f"  user/system us: netprobe {our_usr:.1f}/{our_sys:.1f} fping {fp_usr:.1f}/{fp_sys:.1f}")
     print(f"mean_rtt_diff_ms mean={mean_diff:+.3f} worst_target={worst:.3f} (goal <= 0.3) "
           f"compared_targets={len(diffs)}")
+    if absd:
+        print(f"  |diff| p50={absd[len(absd) // 2]:.3f} p95={absd[int(len(absd) * 0.95)]:.3f} ms; "
+              f"targets over 0.3 ms: {sum(d > 0.3 for d in absd)}")
+    sds = sorted(statistics.pstdev(g) for g in ([s for s in v if s is not None] for v in samples.values())
+                 if len(g) > 1)
+    if sds:
+        print(f"  netprobe per-target RTT stdev p50={sds[len(sds) // 2]:.3f} ms (the lab's own noise)")
     print(f"lost echoes netprobe={our_lost} fping={fp_lost} (route loss 0: goal 0)")
     ok = our_cpu <= 1.5 * fp_cpu and worst <= 0.3 and our_lost == 0
     print("RESULT", "PASS" if ok else "FAIL")

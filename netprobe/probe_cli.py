@@ -1,5 +1,208 @@
-"""Placeholder; filled in by its owner."""
+"""`netprobe probe …`: run one round of a probe against one or many targets now and print it.
+
+All targets of one command run concurrently through one ProbeContext (one ICMP engine, one
+resolver), like fping. Exit status: 0 every target ok, 1 some target failed (100 % loss, refused,
+unresolvable — data), 2 bad input (raised as UsageError, printed by netprobe.cli.main).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, TypeVar
 
 import typer
+from pydantic import ValidationError
+from rich.table import Table
 
-app = typer.Typer(no_args_is_help=True)
+from netprobe.durations import parse_duration
+from netprobe.errors import UsageError
+from netprobe.probes import REGISTRY
+from netprobe.probes.base import ProbeContext, ProbeSettings, ProbeTarget, RoundSettings
+from netprobe.probes.icmp import IcmpSettings
+from netprobe.probes.tcp import TcpSettings
+from netprobe.render import icmp_table, print_table, tcp_table
+from netprobe.resolve import Resolver, family_name, parse_literal
+from netprobe.results import IcmpResult, ProbeResult, TcpResult
+from netprobe.targets_file import check_host, check_host_port, read_targets
+
+app = typer.Typer(no_args_is_help=True, help="Run one probe now and print what it measured.")
+
+S = TypeVar("S", bound=ProbeSettings)
+T = TypeVar("T")
+
+# concurrent TCP targets (each holds up to timeout/interval sockets open); ICMP shares one socket
+_TCP_PARALLEL = 256
+
+# --- shared plumbing (icmp, tcp and later probes) -------------------------------------------------
+
+
+def build_settings(model: type[S], options: dict[str, Any], flags: dict[str, str]) -> S:
+    """Validate CLI options through the probe's settings model, so errors read like config errors.
+
+    `every` does not apply to a one-off run; it is set just large enough for the round to fit.
+    """
+    values = {k: v for k, v in options.items() if v is not None}
+    if issubclass(model, RoundSettings):
+        values.setdefault("every", _every_for(model, values))
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            field = str(err["loc"][0]) if err["loc"] else ""
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            problems.append(f"{flags.get(field, field)}: {msg}" if field else msg)
+        raise UsageError("; ".join(problems)) from None
+
+
+def _every_for(model: type[ProbeSettings], values: dict[str, Any]) -> float:
+    def get(name: str) -> Any:
+        return values.get(name, model.model_fields[name].default)
+
+    try:
+        count = int(get("count"))
+        interval = parse_duration(get("interval"))
+        timeout = parse_duration(get("timeout"))
+    except (TypeError, ValueError):
+        return 60.0  # the model reports the bad value itself
+    return max(60.0, (count - 1) * interval + timeout + interval + 1.0)
+
+
+def address_family(ipv4: bool, ipv6: bool) -> int:
+    if ipv4 and ipv6:
+        raise UsageError("-4 and -6 exclude each other")
+    return socket.AF_INET if ipv4 else socket.AF_INET6 if ipv6 else 0
+
+
+def check_family(host: str, family: int) -> None:
+    """An address literal of the other family than -4/-6 asks for is a usage error, not data."""
+    addr = parse_literal(host)
+    if addr is None or not family:
+        return
+    got = socket.AF_INET if addr.version == 4 else socket.AF_INET6
+    if got != family:
+        flag = "-4" if family == socket.AF_INET else "-6"
+        raise ValueError(f"{host} is {family_name(got)} but {flag} asks for {family_name(family)}")
+
+
+def collect(args: Sequence[str], file: str | None, parse: Callable[[str], T]) -> list[T]:
+    """Command-line entries then the entries of -f FILE, all validated before anything runs."""
+    out: list[T] = []
+    for arg in args:
+        try:
+            out.append(parse(arg))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    if file is not None:
+        out.extend(read_targets(file, parse))
+    if not out:
+        raise UsageError("no targets: give at least one on the command line or with -f FILE")
+    return out
+
+
+async def run_targets(probe: str, targets: Sequence[ProbeTarget], settings: ProbeSettings,
+                      parallel: int | None = None) -> list[ProbeResult]:
+    """One round of `probe` per target, concurrently through one shared ProbeContext."""
+    spec = REGISTRY[probe]
+    ctx = ProbeContext(resolver=Resolver())
+    gate = asyncio.Semaphore(parallel or len(targets) or 1)
+
+    async def one(target: ProbeTarget) -> ProbeResult:
+        async with gate:
+            return await spec.run(target, settings, ctx)
+
+    tasks = [asyncio.create_task(one(t)) for t in targets]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:  # a setup error in one (e.g. no raw-socket permission) stops the others cleanly
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await ctx.close()
+
+
+def emit(results: Sequence[ProbeResult], as_json: bool, as_list: bool,
+         table: Callable[[Sequence[ProbeResult]], Table]) -> None:
+    """Print results (one JSON object, or a table) and exit 0 if every target is ok, else 1."""
+    if as_json:
+        body: dict[str, Any] = (
+            {"results": [r.to_dict() for r in results]} if as_list else results[0].to_dict())
+        sys.stdout.write(json.dumps(body) + "\n")
+        sys.stdout.flush()
+    else:
+        print_table(table(results), results)
+    raise typer.Exit(0 if all(r.status == "ok" for r in results) else 1)
+
+
+# --- commands ---------------------------------------------------------------------------------------
+
+FileOpt = Annotated[str | None, typer.Option("--file", "-f", metavar="FILE",
+                                             help="Read targets from FILE, one per line ('-' = stdin).")]
+CountOpt = Annotated[int | None, typer.Option("--count", "-c", help="Requests per target.")]
+IntervalOpt = Annotated[str | None, typer.Option("--interval", "-i", metavar="DURATION",
+                                                 help="Time between requests: 500ms, 0.2, 1s.")]
+TimeoutOpt = Annotated[str | None, typer.Option("--timeout", "-W", metavar="DURATION",
+                                                help="Per-request timeout.")]
+V4Opt = Annotated[bool, typer.Option("-4", help="IPv4 only.")]
+V6Opt = Annotated[bool, typer.Option("-6", help="IPv6 only.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")]
+
+def _defaults(model: type[RoundSettings], what: str) -> str:
+    d = model()
+    return f"Defaults: --count {d.count} {what} {d.interval:g}s apart, --timeout {d.timeout:g}s."
+
+
+_FLAGS = {"count": "--count", "interval": "--interval", "timeout": "--timeout", "size": "--size"}
+
+
+@app.command("icmp", epilog=_defaults(IcmpSettings, "echo requests"))
+def icmp_command(
+    hosts: Annotated[list[str] | None, typer.Argument(metavar="HOST", show_default=False)] = None,
+    file: FileOpt = None, count: CountOpt = None, interval: IntervalOpt = None,
+    timeout: TimeoutOpt = None,
+    size: Annotated[int | None, typer.Option("--size", "-s", help="ICMP payload bytes.")] = None,
+    ipv4: V4Opt = False, ipv6: V6Opt = False, as_json: JsonOpt = False,
+) -> None:
+    """Ping HOSTs (names or addresses) concurrently: loss, RTT percentiles, jitter."""
+    family = address_family(ipv4, ipv6)
+
+    def parse(text: str) -> str:
+        host = check_host(text)
+        check_family(host, family)
+        return host
+
+    names = collect(hosts or [], file, parse)
+    settings = build_settings(IcmpSettings, {"count": count, "interval": interval, "timeout": timeout,
+                                             "size": size}, _FLAGS)
+    targets = [ProbeTarget(id=h, host=h, family=family) for h in names]
+    results = asyncio.run(run_targets("icmp", targets, settings))
+    emit(results, as_json, len(targets) > 1 or file is not None,
+         lambda rs: icmp_table([r for r in rs if isinstance(r, IcmpResult)]))
+
+
+@app.command("tcp", epilog=_defaults(TcpSettings, "connects"))
+def tcp_command(
+    targets_: Annotated[list[str] | None, typer.Argument(metavar="HOST:PORT", show_default=False,
+                                                         help="[V6ADDR]:PORT for IPv6 literals.")] = None,
+    file: FileOpt = None, count: CountOpt = None, interval: IntervalOpt = None,
+    timeout: TimeoutOpt = None, ipv4: V4Opt = False, ipv6: V6Opt = False, as_json: JsonOpt = False,
+) -> None:
+    """Time TCP connects (SYN → established) to HOST:PORTs; DNS time reported separately."""
+    family = address_family(ipv4, ipv6)
+
+    def parse(text: str) -> tuple[str, int]:
+        host, port = check_host_port(text)
+        check_family(host, family)
+        return host, port
+
+    pairs = collect(targets_ or [], file, parse)
+    settings = build_settings(TcpSettings, {"count": count, "interval": interval, "timeout": timeout},
+                              _FLAGS)
+    targets = [ProbeTarget(id=f"{h}:{p}", host=h, port=p, family=family) for h, p in pairs]
+    results = asyncio.run(run_targets("tcp", targets, settings, parallel=_TCP_PARALLEL))
+    emit(results, as_json, len(targets) > 1 or file is not None,
+         lambda rs: tcp_table([r for r in rs if isinstance(r, TcpResult)]))

@@ -65,12 +65,33 @@ def _write(path: Path, db: Path, port: int, extra: str = "") -> None:
     path.write_text(CONFIG.format(db=db, port=port, extra=extra))
 
 
+# The agent runs in a network namespace of its own (`unshare --net`) with only loopback up, so the
+# test's unresolvable name fails without a DNS query leaving this machine; a TCP listener for the
+# tcp probe runs in the same process, hence in the same namespace.
+LAUNCH = """
+import socket, sys, threading
+srv = socket.socket()
+srv.bind(("127.0.0.1", int(sys.argv[1])))
+srv.listen(128)
+def accept():
+    while True:
+        srv.accept()[0].close()
+threading.Thread(target=accept, daemon=True).start()
+sys.argv = ["netprobe", "agent", "run", "--config", sys.argv[2]]
+from netprobe.cli import main
+main()
+"""
+PORT = 18443
+
+
 class Daemon:
     """The agent as a child process; stderr collected by a thread so the pipe never fills."""
 
     def __init__(self, cfg: Path) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "netprobe.cli", "agent", "run", "--config",
-                                      str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            ["unshare", "--net", "--", "sh", "-c", 'ip link set lo up && exec "$@"', "sh",
+             sys.executable, "-c", LAUNCH, str(PORT), str(cfg)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.lines: list[str] = []
         self._started = threading.Event()
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -102,23 +123,9 @@ async def _rows(db: Path, target: str | None = None) -> list[dict[str, object]]:
         await store.close()
 
 
-@pytest.fixture
-def listener() -> object:
-    import socket
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen(64)
-    yield s
-    s.close()
-
-
-def test_agent_stores_rounds_and_drains_on_sigterm(tmp_path: Path, listener: object) -> None:
-    import socket
-
-    assert isinstance(listener, socket.socket)
+def test_agent_stores_rounds_and_drains_on_sigterm(tmp_path: Path) -> None:
     db, cfg = tmp_path / "a.db", tmp_path / "agent.toml"
-    _write(cfg, db, listener.getsockname()[1])
+    _write(cfg, db, PORT)
     agent = Daemon(cfg)
     time.sleep(3.0)
     code, stop_s, err = agent.stop()
@@ -140,12 +147,8 @@ def test_agent_stores_rounds_and_drains_on_sigterm(tmp_path: Path, listener: obj
     assert rows[0]["agent"] == {"id": "t-agent", "region": "test", "isp": "lo", "timezone": "Asia/Shanghai"}
 
 
-def test_sighup_reload_keeps_old_config_on_error_and_applies_good_one(tmp_path: Path,
-                                                                      listener: object) -> None:
-    import socket
-
-    assert isinstance(listener, socket.socket)
-    port = listener.getsockname()[1]
+def test_sighup_reload_keeps_old_config_on_error_and_applies_good_one(tmp_path: Path) -> None:
+    port = PORT
     db, cfg = tmp_path / "a.db", tmp_path / "agent.toml"
     _write(cfg, db, port)
     agent = Daemon(cfg)

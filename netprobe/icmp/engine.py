@@ -35,7 +35,7 @@ _BUFSIZE = 65536 + 128
 # Replies are not read on arrival but every QUANTUM while any are outstanding: the kernel has
 # already stamped them, so reading later costs no accuracy, and at 1,000 targets one wake-up per
 # few ms instead of per packet is most of the CPU saved. Sends due within a quantum go together.
-QUANTUM_NS = 4_000_000
+QUANTUM_NS = 5_000_000
 
 
 @dataclass(slots=True)

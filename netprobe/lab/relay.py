@@ -223,12 +223,20 @@ class Relay:
     def send_due(self, now: int) -> None:
         heap = self.heap
         horizon = now + self.lead_ns
+        readers = self.readers
         while heap and heap[0][0] <= horizon:
             _due, _seq, fd, packet = heapq.heappop(heap)
             try:
                 os.write(fd, packet)
             except OSError:  # a malformed packet or a device going away: dropped, like a router
                 self.stats["dropped"] += 1
+                continue
+            # Writing into a datacenter's TUN runs that namespace's stack in this call, so an echo
+            # reply is already queued on the same device: take it now, stamped now. Left until the
+            # whole due batch is written, it would carry the batch's write time as false delay.
+            reader = readers.get(fd)
+            if reader is not None and not reader[1]:
+                self.drain(fd, time.monotonic_ns())
 
     def run(self, wakeup_fd: int) -> None:
         """Wake `lead_ns` before the next due time: the lead tracks how late select() wakes, so

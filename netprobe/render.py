@@ -1,0 +1,77 @@
+"""Rich tables for people. Figures are rounded here, for display only; JSON keeps full precision."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from netprobe.results import IcmpResult, ProbeResult, TcpResult
+from netprobe.stats import RttStats
+
+STAT_COLUMNS = ("min", "avg", "p50", "p95", "max", "stdev")
+
+
+def console() -> Console:
+    """Stdout console; when piped, wide enough that tables are not squeezed into 80 columns."""
+    c = Console(highlight=False)
+    if not c.is_terminal:
+        c = Console(highlight=False, width=max(c.width, 240))
+    return c
+
+
+def ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def pct(value: float) -> str:
+    return f"{value:.1f}"
+
+
+def stat_cells(stats: RttStats | None) -> list[str]:
+    if stats is None:
+        return ["—"] * len(STAT_COLUMNS)
+    return [ms(getattr(stats, name)) for name in STAT_COLUMNS]
+
+
+def _status_cell(r: ProbeResult) -> str:
+    if r.status == "ok":
+        return "[green]ok[/]"
+    return f"[red]{r.error_kind or r.status}[/]"
+
+
+def _table(title: str, head: Sequence[str]) -> Table:
+    t = Table(title=title, title_justify="left")
+    for name in head:
+        t.add_column(name, justify="left" if name in ("host", "address", "status", "failures") else "right")
+    return t
+
+
+def icmp_table(results: Sequence[IcmpResult]) -> Table:
+    t = _table("icmp (ms)", ["host", "address", "sent", "recv", "loss%", *STAT_COLUMNS, "jitter",
+                             "status"])
+    for r in results:
+        t.add_row(escape(r.host), r.address or "—", str(r.sent), str(r.received), pct(r.loss_pct),
+                  *stat_cells(r.rtt_ms), ms(r.jitter_ms), _status_cell(r))
+    return t
+
+
+def tcp_table(results: Sequence[TcpResult]) -> Table:
+    t = _table("tcp connect (ms)", ["host", "address", "port", "dns", "sent", "ok", "fail%",
+                                    *STAT_COLUMNS, "jitter", "failures", "status"])
+    for r in results:
+        failures = ", ".join(f"{kind} {n}" for kind, n in sorted(r.failures.items())) or "—"
+        t.add_row(escape(r.host), r.address or "—", str(r.port), ms(r.dns_ms), str(r.sent), str(r.received),
+                  pct(r.loss_pct), *stat_cells(r.connect_ms), ms(r.jitter_ms), failures, _status_cell(r))
+    return t
+
+
+def print_table(table: Table, results: Sequence[ProbeResult]) -> None:
+    """The table, then one line per failed target with its full error message."""
+    out = console()
+    out.print(table)
+    for r in results:
+        if r.status != "ok" and r.error:
+            out.print(f"[red]{escape(r.host)}:[/] {escape(r.error)}")

@@ -11,12 +11,12 @@ import pytest
 from pydantic import BaseModel
 
 from netprobe.config import AgentConfig, LogConfig, ResolverConfig, StorageConfig, TargetConfig, load_config
+from netprobe.lab.spec import load_spec
 from netprobe.probes import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "config.example.toml"
 LAB_SPECS = {"lab.toml", "lab-bench.toml"}  # lab specs, not agent configs (owned by the lab)
-LAB_ROUTES = ["hk-cn2", "hk-bgp", "tyo-cn2", "tyo-163", "sg-cn2", "us-cn2", "us-163"]
 
 
 def fields(model: type[BaseModel]) -> set[str]:
@@ -81,8 +81,10 @@ def test_profiles_present() -> None:
 
 def test_lab_agent_probes_every_lab_route_by_name() -> None:
     config = load_config(ROOT / "agents" / "lab-agent.toml")
-    assert [t.id for t in config.targets] == LAB_ROUTES
+    routes = {r.id: r for r in load_spec(ROOT / "agents" / "lab.toml").routes}
+    assert [t.id for t in config.targets] == list(routes), "probe every route of the bundled lab"
     for target in config.targets:
+        assert (target.datacenter, target.line) == (routes[target.id].datacenter, routes[target.id].line)
         assert target.host == f"{target.id}.lab"
         assert target.probes == ("icmp", "tcp") and target.tcp_port == 443
         for probe in target.probes:

@@ -43,6 +43,7 @@ class ProbeScheduler:
         })
         self._inflight: set[asyncio.Task[None]] = set()
         self.skipped = 0
+        self._draining = False
         self._sched.add_listener(self._on_missed, mask=EVENT_JOB_MAX_INSTANCES)
 
     def start(self) -> None:
@@ -84,6 +85,8 @@ class ProbeScheduler:
         try:
             result = await self.run_once(target, probe, settings)
         except asyncio.CancelledError:
+            if self._draining:  # cancelled by drain(): expected, not a job failure to log
+                return
             raise
         except Exception:  # a bug in a probe must not stop the others
             log.exception("probe crashed", extra={FIELDS_ATTR: {"target": target.id, "probe": probe}})
@@ -98,16 +101,21 @@ class ProbeScheduler:
         log_event(log, "warning", "previous round still running; skipped", job=job_id)
 
     async def drain(self, grace: float) -> int:
-        """Stop scheduling; wait up to `grace` s for running rounds, then cancel them. Returns cancelled."""
+        """Stop scheduling; wait up to `grace` s for running rounds, then cancel them. Returns cancelled.
+
+        The scheduler is paused, not shut down, while rounds finish: APScheduler's asyncio executor
+        cancels every running job on shutdown, which would throw away rounds that could complete."""
         if self._sched.running:
-            self._sched.shutdown(wait=False)
+            self._sched.pause()
+        self._draining = True
         pending = set(self._inflight)
+        still: set[asyncio.Task[None]] = set()
         if pending:
             _, still = await asyncio.wait(pending, timeout=grace)
             for task in still:
                 task.cancel()
             if still:
                 await asyncio.wait(still, timeout=1.0)
-            return len(still)
-        return 0
-
+        if self._sched.running:
+            self._sched.shutdown(wait=False)
+        return len(still)

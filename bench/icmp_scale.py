@@ -14,7 +14,6 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -24,6 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CLK = os.sysconf("SC_CLK_TCK")
+# Both tools send target i at start + i·SPREAD·1000/N ms each second. Under 1 so fping's pass over
+# all targets fits inside its 1 s period and does not drift against ours.
+SPREAD = 0.9
 
 
 def cpu_times(pid: int) -> tuple[float, float]:
@@ -41,25 +43,24 @@ async def _runner(targets: list[str], seconds: int, interval: float) -> None:
     n = len(targets)
 
     async def one(i: int, addr: str) -> tuple[str, list[float | None]]:
-        await asyncio.sleep(interval * i / n)  # spread like fping -i
+        await asyncio.sleep(SPREAD * interval * i / n)  # spread like fping -i
         out = await engine.ping(addr, count=seconds, interval=interval, timeout=1.0)
         return addr, out.samples
 
     print("READY", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)  # GO
     results = await asyncio.gather(*(one(i, a) for i, a in enumerate(targets)))
     print(json.dumps({a: s for a, s in results}), flush=True)
     engine.close()
 
 
-_FPING = re.compile(r"^(\S+)\s*: xmt/rcv/%loss = (\d+)/(\d+)/\S+%(?:, min/avg/max = [\d.]+/([\d.]+)/)?")
-
-
-def parse_fping(text: str) -> dict[str, tuple[int, int, float | None]]:
-    out: dict[str, tuple[int, int, float | None]] = {}
+def parse_fping(text: str) -> dict[str, list[float | None]]:
+    """fping -C output: `ADDR : 8.12 8.05 - 8.11 …`, one RTT per request, `-` when lost."""
+    out: dict[str, list[float | None]] = {}
     for line in text.splitlines():
-        m = _FPING.match(line)
-        if m:
-            out[m.group(1)] = (int(m.group(2)), int(m.group(3)), float(m.group(4)) if m.group(4) else None)
+        addr, sep, rest = line.partition(" : ")
+        if sep:
+            out[addr.strip()] = [None if v == "-" else float(v) for v in rest.split()]
     return out
 
 
@@ -70,6 +71,7 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=5.0, help="seconds excluded from CPU figures")
     ap.add_argument("--spec", type=Path, default=ROOT / "agents" / "lab-bench.toml")
     ap.add_argument("--keep-lab", action="store_true")
+    ap.add_argument("--phase-ms", type=float, default=15.0, help="fping's start-up before its first echo")
     ap.add_argument("--runner", nargs=2, metavar=("TARGETS_FILE", "SECONDS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.runner:
@@ -83,18 +85,31 @@ def main() -> int:
     route = next(iter(state.routes.values()))
     targets = route.ipv4_hosts(args.targets)
     ns = state.agent_ns
+    # The relay gets a core of its own and both pingers share the other, so neither pinger is
+    # measured through the other's CPU contention with the relay (a 2-core machine).
+    cpus = sorted(os.sched_getaffinity(0))
+    pin: list[str] = []
+    if len(cpus) >= 2:
+        os.sched_setaffinity(state.relay_pid, {cpus[-1]})
+        pin = ["taskset", "-c", ",".join(str(c) for c in cpus[:-1])]
     try:
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
             f.write("\n".join(targets) + "\n")
             tfile = f.name
-        spread_ms = max(0.1, 1000.0 / args.targets)
-        ours = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, __file__, "--runner", tfile,
-                                 str(args.seconds)], stdout=subprocess.PIPE, text=True)
-        assert ours.stdout is not None
+        spread_ms = SPREAD * 1000.0 / args.targets
+        ours = subprocess.Popen(["ip", "netns", "exec", ns, *pin, sys.executable, __file__, "--runner", tfile,
+                                 str(args.seconds)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert ours.stdout is not None and ours.stdin is not None
         ours.stdout.readline()  # READY: imports and socket set-up are done
-        fping = subprocess.Popen(["ip", "netns", "exec", ns, "fping", "-q", "-c", str(args.seconds),
+        fping = subprocess.Popen(["ip", "netns", "exec", ns, *pin, "fping", "-q", "-C", str(args.seconds),
                                   "-p", "1000", "-i", f"{spread_ms:.3f}", "-t", "1000", "-f", tfile],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # Start our schedule in phase with fping's (target i at start + i·1000/N ms), so a stall of
+        # the emulated path hits both tools' requests to the same targets and the comparison is
+        # of the tools, not of which one a lab hiccup happened to hit.
+        time.sleep(args.phase_ms / 1000)
+        ours.stdin.write("GO\n")
+        ours.stdin.flush()
         time.sleep(args.warmup)
         our_pid = _child_pid(ours.pid, "python")
         fping_pid = _child_pid(fping.pid, "fping")
@@ -111,18 +126,25 @@ def main() -> int:
             lab.down()
     samples: dict[str, list[float | None]] = json.loads(our_out.strip().splitlines()[-1])
     fp = parse_fping(fping_err)
+    out_dir = ROOT / "bench" / "out"
+    out_dir.mkdir(exist_ok=True)
+    (out_dir / "icmp_scale.json").write_text(json.dumps({"netprobe": samples, "fping": fp}))
     echoes = args.targets * window  # both send one echo per target per second
     our_usr, our_sys = ((c1[0][i] - c0[0][i]) / echoes * 1e6 for i in (0, 1))
     fp_usr, fp_sys = ((c1[1][i] - c0[1][i]) / echoes * 1e6 for i in (0, 1))
     our_cpu, fp_cpu = our_usr + our_sys, fp_usr + fp_sys
     diffs, our_lost, fp_lost = [], 0, 0
+    worst_pair: tuple[str, list[float], list[float]] | None = None
     for addr in targets:
         got = [s for s in samples.get(addr, []) if s is not None]
         our_lost += args.seconds - len(got)
-        xmt, rcv, avg = fp.get(addr, (args.seconds, 0, None))
-        fp_lost += xmt - rcv
-        if got and avg is not None:
-            diffs.append(sum(got) / len(got) - avg)
+        theirs = [s for s in fp.get(addr, []) if s is not None]
+        fp_lost += args.seconds - len(theirs)
+        if got and theirs:
+            diffs.append(statistics.fmean(got) - statistics.fmean(theirs))
+            if worst_pair is None or abs(diffs[-1]) > abs(statistics.fmean(worst_pair[1]) -
+                                                             statistics.fmean(worst_pair[2])):
+                worst_pair = (addr, got, theirs)
     absd = sorted(abs(d) for d in diffs)
     worst = absd[-1] if absd else float("nan")
     mean_diff = sum(diffs) / len(diffs) if diffs else float("nan")
@@ -136,6 +158,10 @@ def main() -> int:
     if absd:
         print(f"  |diff| p50={absd[len(absd) // 2]:.3f} p95={absd[int(len(absd) * 0.95)]:.3f} ms; "
               f"targets over 0.3 ms: {sum(d > 0.3 for d in absd)}")
+    if worst_pair is not None:
+        addr, got, theirs = worst_pair
+        print(f"  worst target {addr}: netprobe max {max(got):.2f} median {statistics.median(got):.2f}; "
+              f"fping max {max(theirs):.2f} median {statistics.median(theirs):.2f} ms")
     sds = sorted(statistics.pstdev(g) for g in ([s for s in v if s is not None] for v in samples.values())
                  if len(g) > 1)
     if sds:

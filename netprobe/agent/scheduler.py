@@ -71,9 +71,11 @@ class ProbeScheduler:
         spec = REGISTRY[probe]
         started = utc_now()
         try:
-            async with asyncio.timeout(settings.round_seconds() + TIMEOUT_SLACK):
+            async with asyncio.timeout(settings.round_seconds() + TIMEOUT_SLACK) as bound:
                 return await spec.run(target, settings, self._ctx)
         except TimeoutError:
+            if not bound.expired():  # the probe's own TimeoutError escaped: a bug, not an overrun
+                raise
             return ProbeResult(probe=probe, host=target.host, started_at=started, status="error",
                                error_kind="timeout",
                                error=f"round exceeded {settings.round_seconds() + TIMEOUT_SLACK:g}s")
@@ -118,4 +120,5 @@ class ProbeScheduler:
                 await asyncio.wait(still, timeout=1.0)
         if self._sched.running:
             self._sched.shutdown(wait=False)
+            await asyncio.sleep(0)  # APScheduler applies the shutdown on the next loop iteration
         return len(still)

@@ -14,6 +14,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,8 @@ SPEC: dict[str, Any] = {
          "forward": {"delay_ms": 5.0, "jitter_ms": 3.0}, "reverse": {"delay_ms": 5.0, "jitter_ms": 3.0}},
         {"id": "far", "datacenter": "us", "line": "163",
          "forward": {"delay_ms": 150.0}, "reverse": {"delay_ms": 150.0}},
+        {"id": "dupes", "datacenter": "tokyo", "line": "bgp",
+         "forward": {"delay_ms": 3.0}, "reverse": {"delay_ms": 3.0, "duplicate_pct": 30.0}},
         {"id": "dead", "datacenter": "us", "line": "bgp",
          "forward": {"delay_ms": 5.0, "loss_pct": 100.0}, "reverse": {"delay_ms": 5.0}},
     ],
@@ -116,6 +119,21 @@ def test_jitter_rises_with_configured_jitter(lab: LabState) -> None:
     got = [s for s in shaky["samples_ms"] if s is not None]
     diffs = [abs(b - a) for a, b in itertools.pairwise(got)]
     assert shaky["jitter_ms"] == pytest.approx(statistics.fmean(diffs))
+
+
+def test_duplicate_replies_are_counted_not_received_twice(lab: LabState) -> None:
+    """30 % of replies arrive twice: counted as duplicates (ping's DUP!), never as extra replies."""
+    route = lab.routes["dupes"]
+    n = 1000
+    code, r = probe(route.ipv4, "--count", str(n), "--interval", "0.003", "--timeout", "1")
+    assert code == 0
+    assert r["received"] == n and r["loss_pct"] == 0.0
+    p = route.reverse.duplicate_pct / 100
+    sigma = math.sqrt(n * p * (1 - p))
+    assert abs(r["duplicates"] - n * p) <= 5 * sigma, r["duplicates"]
+    ping = agent_exec(["ping", "-n", "-q", "-c", str(n), "-i", "0.003", route.ipv4], timeout=60)
+    dups = int(ping.stdout.split("+", 1)[1].split(" duplicates")[0])
+    assert abs(dups - n * p) <= 5 * sigma  # the lab duplicates what it claims, as ping sees it
 
 
 def test_foreign_flood_pinger_changes_nothing(lab: LabState) -> None:
@@ -223,5 +241,74 @@ async def _read(db: Path) -> tuple[list[dict[str, Any]], Any]:
         window = await store.window_stats("lab-t", "clean", "icmp", now - timedelta(hours=2),
                                           now + timedelta(hours=1))
         return rows, window
+    finally:
+        await store.close()
+
+
+MOVING_CONFIG = """
+[agent]
+id = "lab-move"
+region = "cn-east"
+isp = "telecom"
+timezone = "Asia/Shanghai"
+
+[storage]
+url = "sqlite:///{db}"
+
+[resolver]
+refresh = "1s"
+
+[probes.icmp]
+every = "1s"
+count = 2
+interval = "0.05s"
+timeout = "0.5s"
+
+[[targets]]
+id = "moving"
+host = "moving.lab"
+family = "ipv4"
+probes = ["icmp"]
+"""
+
+
+def test_agent_re_resolves_names_and_a_vanished_name_is_data(lab: LabState) -> None:
+    """The name moves from one route to another, then stops resolving: the agent follows, never crashes."""
+    hosts = Path("/etc/netns") / lab.agent_ns / "hosts"
+    original = hosts.read_text()
+    first, second = lab.routes["clean"], lab.routes["calm"]
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "move.db"
+        cfg = Path(tmp) / "agent.toml"
+        cfg.write_text(MOVING_CONFIG.format(db=db))
+        try:
+            hosts.write_text(original + f"{first.ipv4} moving.lab\n")  # in place: the bind mount sees it
+            agent = subprocess.Popen(
+                ["ip", "netns", "exec", lab.agent_ns, sys.executable, "-m", "netprobe.cli", "agent", "run",
+                 "--config", str(cfg), "--duration", "10"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            time.sleep(4)
+            hosts.write_text(original + f"{second.ipv4} moving.lab\n")
+            time.sleep(3)
+            hosts.write_text(original)
+            _, err = agent.communicate(timeout=30)
+        finally:
+            hosts.write_text(original)
+        assert agent.returncode == 0, err
+        rows = asyncio.run(_results(db, "lab-move"))
+    addresses = [r["result"]["address"] for r in rows]
+    assert first.ipv4 in addresses and second.ipv4 in addresses
+    assert addresses.index(second.ipv4) > addresses.index(first.ipv4)
+    last = rows[-1]["result"]
+    assert last["status"] == "error" and last["error_kind"] == "dns"
+    for r in rows:
+        if r["result"]["address"] == second.ipv4 and r["result"]["rtt_ms"]:
+            assert abs(r["result"]["rtt_ms"]["p50"] - second.rtt_ms) <= RTT_TOLERANCE_MS
+
+
+async def _results(db: Path, agent_id: str) -> list[dict[str, Any]]:
+    store = await open_store(f"sqlite:///{db}", upgrade=False)
+    try:
+        return await store.results(agent_id)
     finally:
         await store.close()

@@ -39,19 +39,21 @@ RT_PRIORITY = 10
 class Direction:
     """One direction of one route: where packets go and how they are impaired."""
 
-    __slots__ = ("delay_ns", "jitter_ns", "last_due", "loss", "out_fd")
+    __slots__ = ("delay_ns", "duplicate", "jitter_ns", "last_due", "loss", "out_fd")
 
     def __init__(self, out_fd: int) -> None:
         self.out_fd = out_fd
         self.delay_ns = 0
         self.jitter_ns = 0.0
         self.loss = 0.0
+        self.duplicate = 0.0
         self.last_due = 0
 
     def configure(self, imp: Impairment) -> None:
         self.delay_ns = int(imp.delay_ms * 1_000_000)
         self.jitter_ns = imp.jitter_ms * 1_000_000
         self.loss = imp.loss_pct / 100.0
+        self.duplicate = imp.duplicate_pct / 100.0
 
 
 class Route:
@@ -84,7 +86,8 @@ class Relay:
         self.routes: dict[str, Route] = {}
         self.readers: dict[int, tuple[Route, bool]] = {}  # fd → (route, is forward)
         self.listeners: dict[int, socket.socket] = {}
-        self.stats = {"forwarded": 0, "lost": 0, "time_exceeded": 0, "dropped": 0, "accepted": 0}
+        self.stats = {"forwarded": 0, "lost": 0, "duplicated": 0, "time_exceeded": 0, "dropped": 0,
+                      "accepted": 0}
         self.reload_wanted = False
         self.stop_wanted = False
         self.lead_ns = 0
@@ -173,7 +176,11 @@ class Relay:
                 buf[10], buf[11] = total >> 8, total & 0xFF
             packet = bytes(buf)
         self.stats["forwarded"] += 1
-        self.schedule(self.delay(d, now), d.out_fd, packet)
+        due = self.delay(d, now)
+        self.schedule(due, d.out_fd, packet)
+        if d.duplicate and self.rng.random() < d.duplicate:
+            self.stats["duplicated"] += 1
+            self.schedule(due, d.out_fd, packet)
 
     def expire(self, packet: bytes, route: Route, hop: int, version: int, now: int) -> None:
         """The packet's TTL runs out at emulated hop `hop` (1-based): answer Time Exceeded."""

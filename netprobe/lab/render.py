@@ -14,6 +14,8 @@ def _direction(imp: Impairment) -> str:
         text += f" ±{imp.jitter_ms:g}"
     if imp.loss_pct:
         text += f" / {imp.loss_pct:g}%"
+    if imp.duplicate_pct:
+        text += f" dup {imp.duplicate_pct:g}%"
     return text
 
 

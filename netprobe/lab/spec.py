@@ -26,6 +26,8 @@ class Impairment(BaseModel):
     delay_ms: float = Field(default=0.0, ge=0, le=10_000)
     jitter_ms: float = Field(default=0.0, ge=0, le=10_000)
     loss_pct: Percent = 0.0
+    duplicate_pct: Percent = Field(default=0.0, description="packets delivered twice (a second copy "
+                                   "right behind the first), as a misbehaving link or router does")
 
 
 class RouteSpec(BaseModel):

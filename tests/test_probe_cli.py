@@ -7,7 +7,6 @@ import re
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,31 +34,7 @@ def as_json(out: subprocess.CompletedProcess[str]) -> Any:
     return json.loads(lines[0])
 
 
-@pytest.fixture
-def listener() -> Iterator[int]:
-    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(128)
-    yield srv.getsockname()[1]
-    srv.close()
 
-
-@pytest.fixture
-def listener6() -> Iterator[int]:
-    srv = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-    srv.bind(("::1", 0))
-    srv.listen(128)
-    yield srv.getsockname()[1]
-    srv.close()
-
-
-@pytest.fixture
-def closed_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port: int = s.getsockname()[1]
-    s.close()
-    return port
 
 
 FAST = ("--count", "2", "--interval", "20ms", "--timeout", "1s")

@@ -26,24 +26,6 @@ from netprobe.resolve import Resolver
 
 
 @pytest.fixture
-def listener() -> Iterator[int]:
-    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(128)
-    yield srv.getsockname()[1]
-    srv.close()
-
-
-@pytest.fixture
-def closed_port() -> int:
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    port: int = s.getsockname()[1]
-    s.close()
-    return port
-
-
-@pytest.fixture
 def full_backlog() -> Iterator[tuple[str, int]]:
     """A listener that never accepts, with its (tiny) accept queue already full."""
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

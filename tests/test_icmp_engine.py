@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -98,3 +99,19 @@ def test_parse_reply_rejects_other_types_and_short_packets() -> None:
     reply = bytes([0]) + req[1:]
     assert packets.parse_reply(reply, 0, packets.ECHO_REPLY_V4) == (1, 2, b"abcdefgh")
     assert packets.parse_reply(reply[:10], 0, packets.ECHO_REPLY_V4) is None
+
+
+def test_no_permission_for_icmp_sockets_is_a_clear_error_exit_2() -> None:
+    """Without CAP_NET_RAW and with ping sockets off, the CLI and the agent say what to do, exit 2."""
+    path = "/proc/sys/net/ipv4/ping_group_range"
+    old = open(path).read().strip()
+    open(path, "w").write("1 0")  # no group may open unprivileged ping sockets
+    drop = ["setpriv", "--bounding-set=-net_raw", "--inh-caps=-net_raw", sys.executable, "-m", "netprobe.cli"]
+    try:
+        out = subprocess.run([*drop, "probe", "icmp", "127.0.0.1", "--count", "1"],
+                             capture_output=True, text=True, timeout=60)
+    finally:
+        open(path, "w").write(old)
+    assert out.returncode == 2
+    assert "CAP_NET_RAW" in out.stderr and "ping_group_range" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -87,8 +87,15 @@ class Agent:
             log_event(log, "info", "round", target=target.id, probe=result.probe, **round_fields(result))
 
         jobs = self._jobs()
+        icmp_socket = "-"
         if any(probe == "icmp" for _, probe, _ in jobs):
-            ctx.icmp_engine().open_default()  # fail fast (exit 2) when ICMP sockets are not permitted
+            engine = ctx.icmp_engine()
+            try:
+                engine.open_default()  # fail fast (exit 2) when ICMP sockets are not permitted
+            except BaseException:
+                await self.store.close()
+                raise
+            icmp_socket = engine.socket_kind()
         scheduler = ProbeScheduler(ctx, on_result)
         scheduler.set_jobs(jobs)
         loop = asyncio.get_running_loop()
@@ -99,8 +106,7 @@ class Agent:
         scheduler.start()
         retention = asyncio.create_task(self._retention_loop())
         log_event(log, "info", "agent started", agent=agent_env["id"], jobs=len(jobs),
-                  db=self.store.display_url,
-                  icmp_socket=ctx.icmp_engine().socket_kind() if ctx._icmp else "-")
+                  db=self.store.display_url, icmp_socket=icmp_socket)
         try:
             async with asyncio.timeout(self.duration):
                 await self.stop_event.wait()

@@ -71,7 +71,6 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=5.0, help="seconds excluded from CPU figures")
     ap.add_argument("--spec", type=Path, default=ROOT / "agents" / "lab-bench.toml")
     ap.add_argument("--keep-lab", action="store_true")
-    ap.add_argument("--phase-ms", type=float, default=15.0, help="fping's start-up before its first echo")
     ap.add_argument("--runner", nargs=2, metavar=("TARGETS_FILE", "SECONDS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.runner:
@@ -104,15 +103,16 @@ def main() -> int:
         fping = subprocess.Popen(["ip", "netns", "exec", ns, *pin, "fping", "-q", "-C", str(args.seconds),
                                   "-p", "1000", "-i", f"{spread_ms:.3f}", "-t", "1000", "-f", tfile],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        # Start our schedule in phase with fping's (target i at start + i·1000/N ms), so a stall of
-        # the emulated path hits both tools' requests to the same targets and the comparison is
-        # of the tools, not of which one a lab hiccup happened to hit.
-        time.sleep(args.phase_ms / 1000)
+        # Start our schedule in phase with fping's (target i at start + i·SPREAD·1000/N ms): the
+        # moment fping's first echo request leaves (its namespace's ICMP out counter moves), so a
+        # stall of the emulated path hits both tools' requests to the same targets and the
+        # comparison is of the tools, not of which one a lab hiccup happened to hit.
+        fping_pid = _child_pid(fping.pid, "fping")
+        _wait_first_echo(fping_pid)
         ours.stdin.write("GO\n")
         ours.stdin.flush()
         time.sleep(args.warmup)
         our_pid = _child_pid(ours.pid, "python")
-        fping_pid = _child_pid(fping.pid, "fping")
         c0 = (cpu_times(our_pid), cpu_times(fping_pid))
         t0 = time.monotonic()
         # sample the end just before either finishes its last round
@@ -170,6 +170,23 @@ def main() -> int:
     ok = our_cpu <= 1.5 * fp_cpu and worst <= 0.3 and our_lost == 0
     print("RESULT", "PASS" if ok else "FAIL")
     return 0 if ok else 1
+
+
+def _echoes_sent(pid: int) -> int:
+    """Echo requests sent in the network namespace of `pid` (IcmpMsg OutType8 of its /proc/net/snmp)."""
+    lines = Path(f"/proc/{pid}/net/snmp").read_text().splitlines()
+    for head, values in zip(lines[::2], lines[1::2], strict=False):
+        if head.startswith("IcmpMsg:"):
+            row = dict(zip(head.split()[1:], values.split()[1:], strict=True))
+            return int(row.get("OutType8", 0))
+    return 0
+
+
+def _wait_first_echo(pid: int, limit: float = 10.0) -> None:
+    base = _echoes_sent(pid)
+    end = time.monotonic() + limit
+    while _echoes_sent(pid) == base and time.monotonic() < end:
+        time.sleep(0.0002)
 
 
 def _child_pid(pid: int, name: str) -> int:

@@ -10,20 +10,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from alembic.autogenerate import compare_metadata
-from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect
-from sqlalchemy.engine import Connection
-from test_store_helpers import icmp_envelope
+from test_store_helpers import TABLES, icmp_envelope, schema_diff, table_names
 
 from netprobe.errors import StorageError, UsageError
 from netprobe.stats import jitter
 from netprobe.store import EnvelopeError, Store, default_db_url, normalise_url, open_store, state_dir
 from netprobe.store.migrate import head_revision
-from netprobe.store.schema import metadata
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
-TABLES = {"agents", "targets", "probe_results", "rollups_hourly", "path_changes", "alert_states", "outbox"}
 
 
 @pytest.fixture
@@ -33,25 +27,17 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
     await s.close()
 
 
-def _tables(conn: Connection) -> set[str]:
-    return set(inspect(conn).get_table_names())
-
-
-def _schema_diff(conn: Connection) -> list[object]:
-    return list(compare_metadata(MigrationContext.configure(conn), metadata))
-
-
 async def test_migrations_up_down_up_and_match_the_models(store: Store) -> None:
     async with store.engine.connect() as conn:
-        assert TABLES <= await conn.run_sync(_tables)
-        assert await conn.run_sync(_schema_diff) == []
+        assert TABLES <= await conn.run_sync(table_names)
+        assert await conn.run_sync(schema_diff) == []
     assert await store.revision() == head_revision()
     assert await store.downgrade("base") is None
     async with store.engine.connect() as conn:
-        assert not (TABLES & await conn.run_sync(_tables))
+        assert not (TABLES & await conn.run_sync(table_names))
     assert await store.upgrade() == head_revision()
     async with store.engine.connect() as conn:
-        assert TABLES <= await conn.run_sync(_tables)
+        assert TABLES <= await conn.run_sync(table_names)
 
 
 async def test_sqlite_pragmas_and_directory_created(store: Store, tmp_path: Path) -> None:

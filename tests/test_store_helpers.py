@@ -6,9 +6,16 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect
+from sqlalchemy.engine import Connection
+
 from netprobe.results import IcmpResult, envelope
 from netprobe.stats import jitter, loss_pct, rtt_stats
+from netprobe.store.schema import metadata
 
+TABLES = {"agents", "targets", "probe_results", "rollups_hourly", "path_changes", "alert_states", "outbox"}
 AGENT = {"id": "sh-ct-1", "region": "cn-east", "isp": "telecom", "timezone": "Asia/Shanghai"}
 TARGET = {"id": "hk-cn2", "host": "hk1.example.net", "datacenter": "hk", "line": "cn2-gia"}
 
@@ -24,3 +31,12 @@ def icmp_envelope(started_at: datetime, samples: Sequence[float | None], *, agen
         samples_ms=list(samples))
     return envelope(result, {**AGENT, "id": agent or AGENT["id"]}, {**TARGET, "id": target or TARGET["id"]},
                     result_id=result_id)
+
+
+def table_names(conn: Connection) -> set[str]:
+    return set(inspect(conn).get_table_names())
+
+
+def schema_diff(conn: Connection) -> list[object]:
+    """Differences between the migrated schema and the models (empty when they agree)."""
+    return list(compare_metadata(MigrationContext.configure(conn), metadata))

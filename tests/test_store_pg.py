@@ -10,23 +10,18 @@ from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
-from alembic.autogenerate import compare_metadata
-from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect
-from sqlalchemy.engine import Connection, make_url
-from test_store_helpers import icmp_envelope
+from sqlalchemy.engine import make_url
+from test_store_helpers import TABLES, icmp_envelope, schema_diff, table_names
 
 from netprobe.errors import StorageError
 from netprobe.store import Store, open_store
 from netprobe.store.migrate import head_revision
-from netprobe.store.schema import metadata
 
 pytestmark = pytest.mark.postgres
 
 # The server's maintenance database; each test gets a fresh database of its own next to it.
 ADMIN_URL = os.environ.get("NETPROBE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 T0 = datetime(2026, 11, 20, 20, 0, tzinfo=UTC)
-TABLES = {"agents", "targets", "probe_results", "rollups_hourly", "path_changes", "alert_states", "outbox"}
 
 
 def _admin_dsn() -> str:
@@ -55,22 +50,14 @@ async def store(pg_url: str) -> AsyncIterator[Store]:
     await s.close()
 
 
-def _tables(conn: Connection) -> set[str]:
-    return set(inspect(conn).get_table_names())
-
-
-def _schema_diff(conn: Connection) -> list[object]:
-    return list(compare_metadata(MigrationContext.configure(conn), metadata))
-
-
 async def test_migrations_up_down_up_and_match_the_models(store: Store) -> None:
     assert store.dialect == "postgresql"
     async with store.engine.connect() as conn:
-        assert TABLES <= await conn.run_sync(_tables)
-        assert await conn.run_sync(_schema_diff) == []
+        assert TABLES <= await conn.run_sync(table_names)
+        assert await conn.run_sync(schema_diff) == []
     assert await store.downgrade("base") is None
     async with store.engine.connect() as conn:
-        assert not (TABLES & await conn.run_sync(_tables))
+        assert not (TABLES & await conn.run_sync(table_names))
     assert await store.upgrade() == head_revision()
     assert await store.upgrade() == head_revision()            # a second upgrade is a no-op
 

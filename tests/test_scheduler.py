@@ -15,6 +15,7 @@ import pytest
 
 import netprobe.agent.scheduler as scheduler_mod
 from netprobe.agent.scheduler import ProbeScheduler, spread_offset
+from netprobe.errors import SetupError
 from netprobe.probes import REGISTRY, ProbeContext, ProbeSettings, ProbeTarget
 from netprobe.probes.base import ProbeSpec
 from netprobe.resolve import Resolver
@@ -216,6 +217,20 @@ async def test_run_once_turns_an_overrun_into_an_error_result(
     assert time.monotonic() - t0 < 2.0
     assert (result.status, result.error_kind) == ("error", "timeout")
     assert stuck.cancelled == 1
+
+
+async def test_a_setup_problem_of_one_target_is_that_targets_data(
+        harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """E.g. an IPv6 target on a host without IPv6: an error result for it, not a crash per round."""
+
+    async def no_ipv6(target: ProbeTarget, settings: ProbeSettings, ctx: ProbeContext) -> ProbeResult:
+        raise SetupError("this host has no IPv6 support")
+
+    spec = ProbeSpec(name="v6only", settings_model=ProbeSettings, run=no_ipv6)
+    monkeypatch.setitem(REGISTRY, "v6only", spec)
+    result = await harness.sched.run_once(A, "v6only", ProbeSettings(every=60.0, timeout=0.5))
+    assert (result.status, result.error_kind) == ("error", "setup")
+    assert result.error is not None and "IPv6" in result.error
 
 
 # 5. drain

@@ -12,6 +12,7 @@ from apscheduler.events import EVENT_JOB_MAX_INSTANCES
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
+from netprobe.errors import SetupError
 from netprobe.logs import FIELDS_ATTR, log_event
 from netprobe.probes import REGISTRY, ProbeContext, ProbeSettings, ProbeTarget
 from netprobe.results import ProbeResult, utc_now
@@ -73,6 +74,9 @@ class ProbeScheduler:
         try:
             async with asyncio.timeout(settings.round_seconds() + TIMEOUT_SLACK) as bound:
                 return await spec.run(target, settings, self._ctx)
+        except SetupError as exc:  # e.g. an IPv6 target on a host without IPv6: that target's data
+            return ProbeResult(probe=probe, host=target.host, started_at=started, status="error",
+                               error_kind="setup", error=str(exc))
         except TimeoutError:
             if not bound.expired():  # the probe's own TimeoutError escaped: a bug, not an overrun
                 raise

@@ -6,12 +6,14 @@ Brings up agents/lab-bench.toml (one route, fixed delay), then pings N addresses
 1 Hz each with netprobe's engine and with fping side by side from the agent namespace. Prints CPU
 per echo (start-up excluded: measured between the warm-up mark and the end), the per-target mean
 RTT difference and false loss, with the ratios the issue sets (CPU ≤ 1.5× fping, |Δmean| ≤ 0.3 ms).
+Every vCPU is kept busy by a SCHED_IDLE spinner during the run (see keep_awake; --no-keep-awake).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -19,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,21 +37,59 @@ def cpu_times(pid: int) -> tuple[float, float]:
     return int(fields[11]) / CLK, int(fields[12]) / CLK
 
 
+def steal_ms() -> dict[str, float]:
+    """Time each vCPU was runnable but not run by the hypervisor (/proc/stat steal), in ms."""
+    out = {}
+    for line in Path("/proc/stat").read_text().splitlines():
+        f = line.split()
+        if f[0].startswith("cpu") and f[0] != "cpu" and len(f) > 8:
+            out[f[0]] = int(f[8]) * 1000.0 / CLK
+    return out
+
+
+@contextlib.contextmanager
+def keep_awake(cpus: list[int]) -> Iterator[None]:
+    """One SCHED_IDLE spinner per CPU, so no vCPU ever halts.
+
+    On a VM a halted vCPU can take milliseconds to be run again once work arrives (steal time):
+    measured here, 1-2 % of every second went to such stalls of 3-20 ms, which delay whatever
+    packets the relay holds at that moment. They hit fping's and netprobe's echoes at different
+    moments, so a per-target comparison measured the lab, not the tools. With every vCPU kept
+    busy at the lowest priority (anything else runs first) steal fell to ~0.
+    """
+    code = "import os; os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\nwhile True: pass"
+    procs = [subprocess.Popen(["taskset", "-c", str(c), sys.executable, "-c", code]) for c in cpus]
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
 async def _runner(targets: list[str], seconds: int, interval: float) -> None:
     """Child mode: run inside the agent namespace; one round of `seconds` echoes per target."""
-    from netprobe.icmp.engine import IcmpEngine
+    from netprobe.icmp.engine import QUANTUM_NS, IcmpEngine
 
     engine = IcmpEngine()
     engine.open_default()
     n = len(targets)
 
     async def one(i: int, addr: str) -> tuple[str, list[float | None]]:
-        await asyncio.sleep(SPREAD * interval * i / n)  # spread like fping -i
+        # target i at fping's start + i·spread (like fping -i), less half a quantum: the engine sends
+        # what is due in batches up to one quantum late, so on average both tools' echoes to a
+        # target leave together and a stall of the emulated path hits the pair alike.
+        due = start + SPREAD * interval * i / n - QUANTUM_NS / 2e9
+        await asyncio.sleep(max(0.0, due - loop.time()))
         out = await engine.ping(addr, count=seconds, interval=interval, timeout=1.0)
         return addr, out.samples
 
     print("READY", flush=True)
-    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)  # GO
+    loop = asyncio.get_running_loop()
+    go = (await loop.run_in_executor(None, sys.stdin.readline)).split()
+    if not go or go[0] != "GO":
+        return  # the parent went away before the start: never ping on with nobody to read it
+    start = float(go[1])  # CLOCK_MONOTONIC is one clock for all namespaces, and asyncio's loop.time()
     results = await asyncio.gather(*(one(i, a) for i, a in enumerate(targets)))
     print(json.dumps({a: s for a, s in results}), flush=True)
     engine.close()
@@ -71,6 +112,8 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=5.0, help="seconds excluded from CPU figures")
     ap.add_argument("--spec", type=Path, default=ROOT / "agents" / "lab-bench.toml")
     ap.add_argument("--keep-lab", action="store_true")
+    ap.add_argument("--no-keep-awake", action="store_true",
+                    help="let idle vCPUs halt (shows the hypervisor's stalls in the RTT comparison)")
     ap.add_argument("--runner", nargs=2, metavar=("TARGETS_FILE", "SECONDS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.runner:
@@ -91,7 +134,10 @@ def main() -> int:
     if len(cpus) >= 2:
         os.sched_setaffinity(state.relay_pid, {cpus[-1]})
         pin = ["taskset", "-c", ",".join(str(c) for c in cpus[:-1])]
+    stack = contextlib.ExitStack()
     try:
+        if not args.no_keep_awake:
+            stack.enter_context(keep_awake(cpus))
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
             f.write("\n".join(targets) + "\n")
             tfile = f.name
@@ -108,20 +154,23 @@ def main() -> int:
         # stall of the emulated path hits both tools' requests to the same targets and the
         # comparison is of the tools, not of which one a lab hiccup happened to hit.
         fping_pid = _child_pid(fping.pid, "fping")
-        _wait_first_echo(fping_pid)
-        ours.stdin.write("GO\n")
+        first_echo = _wait_first_echo(fping_pid)
+        ours.stdin.write(f"GO {first_echo:.6f}\n")
         ours.stdin.flush()
         time.sleep(args.warmup)
         our_pid = _child_pid(ours.pid, "python")
         c0 = (cpu_times(our_pid), cpu_times(fping_pid))
+        steal0 = steal_ms()
         t0 = time.monotonic()
         # sample the end just before either finishes its last round
         time.sleep(max(1.0, args.seconds - args.warmup - 1.5))
         c1 = (cpu_times(our_pid), cpu_times(fping_pid))
+        steal1 = steal_ms()
         window = time.monotonic() - t0
         our_out, _ = ours.communicate(timeout=args.seconds + 30)
         _, fping_err = fping.communicate(timeout=args.seconds + 30)
     finally:
+        stack.close()
         if not args.keep_lab:
             lab.down()
     samples: dict[str, list[float | None]] = json.loads(our_out.strip().splitlines()[-1])
@@ -166,6 +215,9 @@ def main() -> int:
                  if len(g) > 1)
     if sds:
         print(f"  netprobe per-target RTT stdev p50={sds[len(sds) // 2]:.3f} ms (the lab's own noise)")
+    steal = " ".join(f"{c}={(steal1[c] - steal0[c]) / window:.1f}" for c in sorted(steal1))
+    mode = "vCPUs may halt" if args.no_keep_awake else "vCPUs kept awake"
+    print(f"vcpu_steal_ms_per_s {steal} ({mode})")
     print(f"lost echoes netprobe={our_lost} fping={fp_lost} (route loss 0: goal 0)")
     ok = our_cpu <= 1.5 * fp_cpu and worst <= 0.3 and our_lost == 0
     print("RESULT", "PASS" if ok else "FAIL")
@@ -182,11 +234,13 @@ def _echoes_sent(pid: int) -> int:
     return 0
 
 
-def _wait_first_echo(pid: int, limit: float = 10.0) -> None:
+def _wait_first_echo(pid: int, limit: float = 10.0) -> float:
+    """time.monotonic() when fping's first echo request left (to within the 0.2 ms poll)."""
     base = _echoes_sent(pid)
     end = time.monotonic() + limit
     while _echoes_sent(pid) == base and time.monotonic() < end:
         time.sleep(0.0002)
+    return time.monotonic()
 
 
 def _child_pid(pid: int, name: str) -> int:

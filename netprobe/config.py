@@ -14,7 +14,7 @@ import tomllib
 import zoneinfo
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
 from pydantic import (
     AfterValidator,
@@ -30,6 +30,7 @@ from pydantic import (
 
 from netprobe.durations import Duration
 from netprobe.errors import ConfigError
+from netprobe.lines import ClassificationConfig
 from netprobe.probes import REGISTRY, ProbeSettings, ProbeTarget
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -114,6 +115,25 @@ class LogConfig(_Model):
     format: Literal["logfmt", "json"] = Field(default="logfmt", description="one line per event")
 
 
+class GeoIPConfig(_Model):
+    """[geoip]: MaxMind-format databases for hop ASN, organisation, country and city.
+
+    A missing or unreadable file is a warning at run time (that enrichment is off) and a problem
+    for `netprobe config check`.
+    """
+
+    asn_db: str = Field(default="", description='GeoLite2-ASN .mmdb; "": ASNs come from the prefix table')
+    city_db: str = Field(default="", description='GeoLite2-City or GeoLite2-Country .mmdb; "": none')
+
+    @property
+    def asn_path(self) -> Path | None:
+        return Path(self.asn_db) if self.asn_db else None
+
+    @property
+    def city_path(self) -> Path | None:
+        return Path(self.city_db) if self.city_db else None
+
+
 class TargetConfig(_Model):
     """One [[targets]] entry. Per-probe overrides ([targets.icmp] …) are held by Config, not here."""
 
@@ -175,6 +195,8 @@ class Config(_Model):
     storage: StorageConfig = StorageConfig()
     resolver: ResolverConfig = ResolverConfig()
     log: LogConfig = LogConfig()
+    geoip: GeoIPConfig = GeoIPConfig()
+    classification: ClassificationConfig = ClassificationConfig()
     probes: Mapping[str, ProbeSettings] = Field(
         description="[probes.<name>] defaults, one entry per registered probe")
     targets: tuple[TargetConfig, ...]
@@ -202,8 +224,9 @@ class Config(_Model):
 # ---------------------------------------------------------------------------------------------
 # Loading: validate each part on its own so every problem is collected, not just the first.
 
-_SECTIONS: dict[str, type[_Model]] = {
+_SECTIONS: dict[str, type[BaseModel]] = {
     "agent": AgentConfig, "storage": StorageConfig, "resolver": ResolverConfig, "log": LogConfig,
+    "geoip": GeoIPConfig, "classification": ClassificationConfig,
 }
 _TOP_KEYS = (*_SECTIONS, "probes", "targets")
 
@@ -255,7 +278,8 @@ def _build(data: dict[str, Any], problems: list[str]) -> Config | None:
     if problems:
         return None
     config = Config(agent=sections["agent"], storage=sections["storage"], resolver=sections["resolver"],
-                    log=sections["log"], probes=defaults, targets=tuple(targets))
+                    log=sections["log"], geoip=sections["geoip"],
+                    classification=sections["classification"], probes=defaults, targets=tuple(targets))
     config._effective.update(effective)
     return config
 
@@ -369,7 +393,8 @@ def _problem(where: str, err: Any, model: type[BaseModel], extra_allowed: tuple[
         path += f"[{part}]" if isinstance(part, int) else f".{part}"
     kind = err["type"]
     if kind == "extra_forbidden":
-        allowed = [*model.model_fields, *extra_allowed]
+        holder = _model_at(model, loc)
+        allowed = [*holder.model_fields, *(extra_allowed if holder is model else ())]
         return f"{path}: unknown key; allowed: {', '.join(allowed)}"
     if kind == "missing":
         return f"{path}: required key is missing"
@@ -380,6 +405,26 @@ def _problem(where: str, err: Any, model: type[BaseModel], extra_allowed: tuple[
     if kind not in ("value_error", "assertion_error") and not isinstance(err.get("input"), dict | list):
         msg += f" (got {_shown(err.get('input'))})"
     return f"{path}: {msg}"
+
+
+def _model_at(model: type[BaseModel], loc: tuple[str | int, ...]) -> type[BaseModel]:
+    """The nested model holding the key at the end of `loc` ([[classification.rules]] in a section)."""
+    for part in loc[:-1]:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        inner = _model_in(field.annotation) if field is not None else None
+        if inner is not None:
+            model = inner
+    return model
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
 
 
 def _shown(value: object) -> str:

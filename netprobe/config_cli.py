@@ -31,6 +31,7 @@ def check(file: Path = typer.Argument(..., help="agent configuration (TOML)", sh
     out = Console(soft_wrap=True, highlight=False)
     try:
         config = load_config(file)
+        _check_files(config, str(file))
     except ConfigError as exc:
         err = Console(stderr=True, soft_wrap=True, highlight=False, markup=False)
         n = len(exc.problems)
@@ -44,6 +45,19 @@ def check(file: Path = typer.Argument(..., help="agent configuration (TOML)", sh
     disabled = len(config.targets) - enabled
     note = f" ({disabled} disabled)" if disabled else ""
     out.print(f"OK: {len(config.targets)} targets{note}, {jobs} jobs", markup=False)
+
+
+def _check_files(config: Config, source: str) -> None:
+    """Files the agent would only warn about at run time are problems here, where someone is looking."""
+    from netprobe.geoip import mmdb_problem
+
+    problems = []
+    for key, path in (("asn_db", config.geoip.asn_path), ("city_db", config.geoip.city_path)):
+        problem = mmdb_problem(path, "asn" if key == "asn_db" else "city") if path is not None else None
+        if problem is not None:
+            problems.append(f"geoip.{key}: {path}: {problem}")
+    if problems:
+        raise ConfigError(problems, source=source)
 
 
 def _summary(config: Config) -> Table:

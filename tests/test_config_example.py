@@ -10,8 +10,17 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from netprobe.config import AgentConfig, LogConfig, ResolverConfig, StorageConfig, TargetConfig, load_config
+from netprobe.config import (
+    AgentConfig,
+    GeoIPConfig,
+    LogConfig,
+    ResolverConfig,
+    StorageConfig,
+    TargetConfig,
+    load_config,
+)
 from netprobe.lab.spec import load_spec
+from netprobe.lines import ClassificationConfig, LineRule, PrefixEntry
 from netprobe.probes import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,9 +42,14 @@ def test_example_parses() -> None:
 def test_example_sets_every_key_of_every_model() -> None:
     raw: dict[str, Any] = tomllib.loads(EXAMPLE.read_text(encoding="utf-8"))
     sections: dict[str, type[BaseModel]] = {
-        "agent": AgentConfig, "storage": StorageConfig, "resolver": ResolverConfig, "log": LogConfig}
+        "agent": AgentConfig, "storage": StorageConfig, "resolver": ResolverConfig, "log": LogConfig,
+        "geoip": GeoIPConfig, "classification": ClassificationConfig}
     for name, model in sections.items():
         assert fields(model) <= set(raw[name]), f"[{name}] misses {fields(model) - set(raw[name])}"
+    for name, model, entries in (("prefixes", PrefixEntry, raw["classification"]["prefixes"]),
+                                 ("rules", LineRule, raw["classification"]["rules"])):
+        shown = {k for entry in entries for k in entry}
+        assert fields(model) <= shown, f"[[classification.{name}]] never shows {fields(model) - shown}"
     target_keys = {k for t in raw["targets"] for k in t}
     missing = fields(TargetConfig) - target_keys
     assert not missing, f"[[targets]] misses {missing}"
@@ -45,6 +59,11 @@ def test_example_sets_every_key_of_every_model() -> None:
             shown |= set(target.get(name, {}))
         missing = fields(spec.settings_model) - shown
         assert not missing, f"[probes.{name}] / [targets.{name}] never show {missing}"
+
+
+def test_example_classification_is_the_builtin_default() -> None:
+    # The example documents the defaults; copying it must change nothing.
+    assert load_config(EXAMPLE).classification == ClassificationConfig()
 
 
 def test_every_key_in_example_is_commented() -> None:

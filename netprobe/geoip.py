@@ -1,0 +1,160 @@
+"""GeoIP enrichment of hop addresses: ASN and organisation, country, city, from MaxMind-format files.
+
+A missing or unreadable database never stops a probe: that part of the enrichment is switched off and
+one warning says which file and why. geoip2 / maxminddb errors end at this module's boundary.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import logging
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+import geoip2.database
+import geoip2.errors
+import maxminddb
+
+from netprobe.logs import log_event
+
+log = logging.getLogger("netprobe.geoip")
+
+CACHE_SIZE = 4096
+Role = Literal["asn", "city"]
+# Database type (metadata) → reader method; geoip2 itself matches these as substrings of the type.
+_METHODS: dict[Role, tuple[tuple[str, str], ...]] = {
+    "asn": (("ASN", "asn"), ("ISP", "isp")),
+    "city": (("City", "city"), ("Country", "country")),
+}
+_WANTED = {"asn": "an ASN database (GeoLite2-ASN)", "city": "a City or Country database (GeoLite2-City)"}
+_WITHOUT = {"asn": "hop ASNs come from the [classification] prefixes only",
+            "city": "hops get no country or city"}
+_LOOKUP_ERRORS = (geoip2.errors.GeoIP2Error, maxminddb.InvalidDatabaseError, ValueError, TypeError, OSError)
+
+
+@dataclass(frozen=True, slots=True)
+class GeoInfo:
+    """What GeoIP knows about one address; every field None when nothing is known."""
+
+    asn: int | None = None
+    org: str | None = None
+    country: str | None = None  # ISO 3166-1 alpha-2, e.g. "CN"
+    city: str | None = None  # English name
+
+    def to_dict(self) -> dict[str, int | str | None]:
+        return asdict(self)
+
+
+UNKNOWN = GeoInfo()
+
+
+def mmdb_problem(path: Path, role: Role | None = None) -> str | None:
+    """Why `path` cannot serve as a MaxMind database (for `role`, when given), or None when it can."""
+    try:
+        reader, _ = _open(Path(path), role)
+    except _Unusable as exc:
+        return str(exc)
+    reader.close()
+    return None
+
+
+class GeoIP:
+    """Lookups in a GeoLite2-ASN and a GeoLite2-City (or -Country) database; either may be absent."""
+
+    def __init__(self, asn_db: Path | None = None, city_db: Path | None = None) -> None:
+        self.warnings: list[str] = []
+        self._asn = self._load(asn_db, "asn")
+        self._city = self._load(city_db, "city")
+        self._cached = functools.lru_cache(maxsize=CACHE_SIZE)(self._lookup)
+
+    @property
+    def enabled(self) -> bool:
+        return self._asn is not None or self._city is not None
+
+    def lookup(self, address: str) -> GeoInfo:
+        """GeoInfo of `address`; all None for private, unknown or malformed addresses. Never raises."""
+        return self._cached(address)
+
+    def cache_info(self) -> functools._CacheInfo:
+        return self._cached.cache_info()
+
+    def close(self) -> None:
+        for part in (self._asn, self._city):
+            if part is not None:
+                part[0].close()
+        self._asn = self._city = None
+        self._cached.cache_clear()
+
+    def __enter__(self) -> GeoIP:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _load(self, path: Path | None, role: Role) -> tuple[geoip2.database.Reader, str] | None:
+        if path is None:
+            return None
+        try:
+            return _open(Path(path), role)
+        except _Unusable as exc:
+            message = f"GeoIP {role} database {path}: {exc}; {_WITHOUT[role]}"
+            self.warnings.append(message)
+            log_event(log, "warning", message, file=str(path), reason=str(exc))
+            return None
+
+    def _lookup(self, address: str) -> GeoInfo:
+        try:
+            ip = ipaddress.ip_address(address.strip("[]"))
+        except ValueError:
+            return UNKNOWN  # "???", a name, an empty string
+        # Private ranges are asked too: MaxMind's files have nothing there, but a site's own
+        # database (a private backbone, the lab) may.
+        key = str(ip)
+        asn = org = country = city = None
+        if self._asn is not None:
+            record = _query(self._asn, key)
+            asn = getattr(record, "autonomous_system_number", None)
+            org = getattr(record, "autonomous_system_organization", None)
+        if self._city is not None:
+            record = _query(self._city, key)
+            country = getattr(getattr(record, "country", None), "iso_code", None)
+            city = getattr(getattr(record, "city", None), "name", None)
+        return GeoInfo(asn=asn, org=org, country=country, city=city)
+
+
+class _Unusable(Exception):
+    """The reason a database file cannot be used, worded for a person."""
+
+
+def _open(path: Path, role: Role | None) -> tuple[geoip2.database.Reader, str]:
+    """(reader, method name for `role`) or _Unusable."""
+    if path.is_dir():
+        raise _Unusable("is a directory, not a .mmdb file")
+    try:
+        reader = geoip2.database.Reader(str(path))
+    except FileNotFoundError:
+        raise _Unusable("file not found") from None
+    except PermissionError:
+        raise _Unusable("permission denied") from None
+    except OSError as exc:
+        raise _Unusable(f"cannot read: {exc.strerror or exc}") from None
+    except (maxminddb.InvalidDatabaseError, ValueError):
+        raise _Unusable("not a MaxMind DB (.mmdb) file") from None
+    db_type = reader.metadata().database_type
+    if role is None:
+        return reader, ""
+    for needle, method in _METHODS[role]:
+        if needle in db_type:
+            return reader, method
+    reader.close()
+    raise _Unusable(f"is a {db_type} database, not {_WANTED[role]}")
+
+
+def _query(part: tuple[geoip2.database.Reader, str], address: str) -> object | None:
+    reader, method = part
+    try:
+        return getattr(reader, method)(address)  # type: ignore[no-any-return]
+    except _LOOKUP_ERRORS:
+        return None  # not in the database (AddressNotFoundError) or a damaged record

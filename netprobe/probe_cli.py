@@ -26,7 +26,7 @@ from netprobe.probes.icmp import IcmpSettings
 from netprobe.probes.tcp import TcpSettings
 from netprobe.render import icmp_table, print_table, tcp_table
 from netprobe.resolve import Resolver, family_name, parse_literal
-from netprobe.results import IcmpResult, ProbeResult, TcpResult
+from netprobe.results import IcmpResult, MtrResult, ProbeResult, TcpResult
 from netprobe.targets_file import check_host, check_host_port, read_targets
 
 app = typer.Typer(no_args_is_help=True, help="Run one probe now and print what it measured.")
@@ -206,3 +206,77 @@ def tcp_command(
     results = asyncio.run(run_targets("tcp", targets, settings, parallel=_TCP_PARALLEL))
     emit(results, as_json, len(targets) > 1 or file is not None,
          lambda rs: tcp_table([r for r in rs if isinstance(r, TcpResult)]))
+
+
+@app.command("mtr")
+def mtr_command(
+    host: Annotated[str, typer.Argument(metavar="HOST", show_default=False)],
+    cycles: Annotated[int | None, typer.Option("--cycles", "-c",
+                                               help="Rounds of probes (default 10).")] = None,
+    interval: IntervalOpt = None,
+    timeout: Annotated[str | None, typer.Option("--timeout", "-W", metavar="DURATION",
+                                                help="Wait for late replies after the last cycle.")] = None,
+    mode: Annotated[str | None, typer.Option("--mode", metavar="icmp|udp|tcp",
+                                             help="Probe protocol (default icmp).")] = None,
+    port: Annotated[int | None, typer.Option("--port", "-P", help="udp: 33434, tcp: 443 by default.")] = None,
+    max_hops: Annotated[int | None, typer.Option("--max-hops", "-m",
+                                                 help="Highest TTL (default 30).")] = None,
+    asn_db: Annotated[str | None, typer.Option("--asn-db", metavar="FILE.mmdb",
+                                               help="GeoLite2-ASN database.")] = None,
+    city_db: Annotated[str | None, typer.Option("--city-db", metavar="FILE.mmdb",
+                                                help="GeoLite2-City or -Country database.")] = None,
+    ipv4: V4Opt = False, ipv6: V6Opt = False, as_json: JsonOpt = False,
+) -> None:
+    """Trace the path to HOST hop by hop, like mtr: loss and RTT per hop, the carrier line it runs on."""
+    from netprobe.probes.mtr import MtrSettings
+
+    family = address_family(ipv4, ipv6)
+    try:
+        name = check_host(host)
+        check_family(name, family)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    settings = build_settings(MtrSettings, {"cycles": cycles, "interval": interval, "timeout": timeout,
+                                            "mode": mode, "port": port, "max_hops": max_hops,
+                                            "every": 10**7}, _MTR_FLAGS)
+    result = asyncio.run(_run_mtr(ProbeTarget(id=name, host=name, family=family), settings, asn_db, city_db,
+                                  live=not as_json))
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_dict()) + "\n")
+        sys.stdout.flush()
+    raise typer.Exit(0 if result.status == "ok" else 1)
+
+
+_MTR_FLAGS = {"cycles": "--cycles", "interval": "--interval", "timeout": "--timeout", "mode": "--mode",
+              "port": "--port", "max_hops": "--max-hops"}
+
+
+async def _run_mtr(target: ProbeTarget, settings: Any, asn_db: str | None, city_db: str | None,
+                   live: bool) -> MtrResult:
+    """One trace; for people a table redrawn after every cycle, as mtr does."""
+    from pathlib import Path
+
+    from rich.live import Live
+
+    from netprobe.geoip import GeoIP
+    from netprobe.probes.mtr import trace
+    from netprobe.render import console, mtr_table
+
+    geoip = GeoIP(Path(asn_db) if asn_db else None, Path(city_db) if city_db else None) \
+        if asn_db or city_db else None
+    for warning in geoip.warnings if geoip is not None else []:
+        sys.stderr.write(f"warning: {warning}\n")
+    ctx = ProbeContext(resolver=Resolver(), geoip=geoip)
+    try:
+        if not live:
+            return await trace(target, settings, ctx)
+        out = console()
+        with Live(console=out, auto_refresh=False) as view:
+            result = await trace(target, settings, ctx,
+                                 on_update=lambda r: view.update(mtr_table(r), refresh=True))
+            view.update(mtr_table(result), refresh=True)
+        if result.status != "ok" and result.error:
+            out.print(f"[red]{target.host}:[/] {result.error}")
+        return result
+    finally:
+        await ctx.close()

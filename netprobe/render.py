@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from netprobe.results import IcmpResult, ProbeResult, TcpResult
+from netprobe.results import IcmpResult, MtrResult, ProbeResult, TcpResult
 from netprobe.stats import RttStats
 
 STAT_COLUMNS = ("min", "avg", "p50", "p95", "max", "stdev")
@@ -75,3 +75,36 @@ def print_table(table: Table, results: Sequence[ProbeResult]) -> None:
     for r in results:
         if r.status != "ok" and r.error:
             out.print(f"[red]{escape(r.host)}:[/] {escape(r.error)}")
+
+
+_MTR_FIGURES = ("Last", "Avg", "Best", "Wrst", "StDev", "Javg")
+
+
+def mtr_table(r: MtrResult) -> Table:
+    """mtr's own columns; rate-limited hops dimmed (their loss is the router's, not the path's)."""
+    title = f"mtr {r.mode}{f' port {r.port}' if r.port else ''} to {escape(r.host)} ({r.address or '—'})"
+    t = Table(title=title, title_justify="left", caption=_route_caption(r), caption_justify="left")
+    for name in ("hop", "host", "ASN", "Loss%", "Snt", "Last", "Avg", "Best", "Wrst", "StDev", "Javg"):
+        t.add_column(name, justify="left" if name in ("host", "ASN") else "right")
+    for hop in r.hops:
+        d = hop.to_dict()
+        host = escape(" ".join(hop.addresses) or "???")
+        asn = " ".join(x for x in (d["ASN"], escape(hop.org or ""), hop.country or "") if x)
+        loss = pct(hop.loss_pct) + (" rl" if hop.rate_limited else "")
+        cells = [str(hop.count), host, asn, loss, str(hop.sent),
+                 *(ms(d[k]) if hop.answered else "—" for k in _MTR_FIGURES)]
+        t.add_row(*cells, style="dim" if hop.rate_limited or not hop.answered else None)
+    return t
+
+
+def _route_caption(r: MtrResult) -> str:
+    route = r.route
+    if not route:
+        return ""
+    text = (f"line [bold]{route.get('label', 'other')}[/]  path loss {pct(r.loss_pct)}%  "
+            f"hash {route.get('hash', '')}")
+    if route.get("mismatch"):
+        text += f"  [red]declared {escape(str(route.get('declared_line')))}[/]"
+    if any(h.rate_limited for h in r.hops):
+        text += "  [dim](rl: loss at that hop only — ICMP rate limiting, not path loss)[/]"
+    return text

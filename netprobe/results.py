@@ -5,9 +5,12 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from netprobe.stats import RttStats
+
+if TYPE_CHECKING:
+    from netprobe.mtr.hops import Hop
 
 # ok: the target answered (possibly with some loss); down: the probe ran and the target failed
 # (100 % loss, every connect refused); error: the probe could not run (name does not resolve, ...).
@@ -96,6 +99,41 @@ class TcpResult(ProbeResult):
         d.update(port=self.port, sent=self.sent, received=self.received, loss_pct=self.loss_pct,
                  dns_ms=self.dns_ms, connect_ms=self.connect_ms.to_dict() if self.connect_ms else None,
                  jitter_ms=self.jitter_ms, samples_ms=list(self.samples_ms), failures=dict(self.failures))
+        return d
+
+
+@dataclass(slots=True)
+class MtrResult(ProbeResult):
+    """mtr's report layout (`report.mtr`, `report.hubs[]`) plus the route verdict, and the destination's
+    figures at top level under the icmp probe's names, so rollups and alerts treat it alike."""
+
+    mode: str = "icmp"
+    port: int | None = None
+    cycles: int = 0
+    max_hops: int = 0
+    reached: bool = False
+    source: str = ""                 # this host's name, as mtr's report.mtr.src
+    packet_size: int = 64            # bytes on the wire per probe, as mtr's report.mtr.psize
+    hops: list[Hop] = field(default_factory=list)
+    route: dict[str, Any] = field(default_factory=dict)
+    sent: int = 0                    # probes that reached the destination's TTL
+    received: int = 0
+    loss_pct: float = 0.0            # path loss = the destination's loss
+    rtt_ms: RttStats | None = None   # destination RTT (last hop)
+    jitter_ms: float | None = None
+    samples_ms: list[float | None] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = ProbeResult.to_dict(self)
+        d.update(
+            mode=self.mode, port=self.port, cycles=self.cycles, max_hops=self.max_hops, reached=self.reached,
+            sent=self.sent, received=self.received, loss_pct=self.loss_pct,
+            rtt_ms=self.rtt_ms.to_dict() if self.rtt_ms else None, jitter_ms=self.jitter_ms,
+            samples_ms=list(self.samples_ms),
+            report={"mtr": {"src": self.source, "dst": self.host, "tos": 0, "tests": self.cycles,
+                            "psize": str(self.packet_size), "bitpattern": "0x00"},
+                    "hubs": [h.to_dict() for h in self.hops]},
+            route=dict(self.route))
         return d
 
 

@@ -172,7 +172,7 @@ probes = ["icmp", "nosuch"]
     ('[probes.tcp]\nport = 0', "probes.tcp.port:", "greater than"),
     ('[probes.icmp]\nsize = true', "probes.icmp.size:", "valid integer"),
     ('[probes.icmp]\nevery = "soon"', "probes.icmp.every:", "not a duration"),
-    ('[probes.mtr]\ncycles = 10', "probes.mtr:", "unknown probe"),
+    ('[probes.ping]\ncount = 10', "probes.ping:", "unknown probe"),
     ('[storage]\nurl = ""', "storage.url:", "empty"),
     ('[storage]\nurl = "::not a url::"', "storage.url:", "SQLAlchemy"),
 ])

@@ -46,6 +46,9 @@ def round_fields(result: ProbeResult) -> dict[str, Any]:
     for key in ("loss_pct", "jitter_ms", "error_kind"):
         if d.get(key) is not None:
             fields[key] = round(d[key], 3) if isinstance(d[key], float) else d[key]
+    route = d.get("route")
+    if route:
+        fields["line"], fields["path_hash"] = route.get("label"), route.get("hash")
     stats = d.get("rtt_ms") or d.get("connect_ms")
     if stats:
         fields["p50_ms"] = round(stats["p50"], 3)
@@ -78,6 +81,7 @@ class Agent:
         cfg = self.config
         self.store = await open_store(self.db_url)
         ctx = ProbeContext(resolver=Resolver(refresh=cfg.resolver.refresh))
+        self._enrich(ctx, None)
         pipeline = Pipeline([StoreSink(self.store)])
         agent_env = cfg.agent_envelope()
 
@@ -101,7 +105,7 @@ class Agent:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, self.stop_event.set)
         loop.add_signal_handler(signal.SIGINT, self.stop_event.set)
-        loop.add_signal_handler(signal.SIGHUP, lambda: self._reload(scheduler))
+        loop.add_signal_handler(signal.SIGHUP, lambda: self._reload(scheduler, ctx))
         pipeline.start()
         scheduler.start()
         retention = asyncio.create_task(self._retention_loop())
@@ -124,7 +128,20 @@ class Agent:
                   stop_s=round(time.monotonic() - t0, 3))
         return 0
 
-    def _reload(self, scheduler: ProbeScheduler) -> None:
+    def _enrich(self, ctx: ProbeContext, old: Config | None) -> None:
+        """GeoIP readers and line rules for mtr; databases reopened only when their paths change."""
+        from netprobe.geoip import GeoIP
+        from netprobe.lines import LineClassifier
+
+        geo = self.config.geoip
+        ctx.classifier = LineClassifier(self.config.classification)
+        if old is not None and old.geoip == geo:
+            return
+        if ctx.geoip is not None:
+            ctx.geoip.close()
+        ctx.geoip = GeoIP(geo.asn_path, geo.city_path) if geo.asn_path or geo.city_path else None
+
+    def _reload(self, scheduler: ProbeScheduler, ctx: ProbeContext) -> None:
         try:
             new = load_config(self.config_path)
         except ConfigError as exc:
@@ -132,8 +149,9 @@ class Agent:
             return
         if new.storage.url != self.config.storage.url:
             log.warning("storage.url changed; restart the agent to switch databases")
-        self.config = new
+        old, self.config = self.config, new
         setup_logging(new.log.level, new.log.format)
+        self._enrich(ctx, old)
         jobs = self._jobs()
         scheduler.set_jobs(jobs)
         log_event(log, "info", "configuration reloaded", jobs=len(jobs))

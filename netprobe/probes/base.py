@@ -12,7 +12,10 @@ from netprobe.durations import Duration
 from netprobe.results import ProbeResult
 
 if TYPE_CHECKING:
+    from netprobe.geoip import GeoIP
     from netprobe.icmp.engine import IcmpEngine
+    from netprobe.lines import LineClassifier
+    from netprobe.mtr.engine import TraceEngine
     from netprobe.resolve import Resolver
 
 
@@ -73,10 +76,28 @@ class ContextProvider(Protocol):
 
 @dataclass
 class ProbeContext:
-    """Shared, long-lived resources handed to every run (one ICMP engine, one resolver cache)."""
+    """Shared, long-lived resources handed to every run (one ICMP engine, one resolver cache, GeoIP
+    and the line rules for mtr)."""
 
     resolver: Resolver
+    geoip: GeoIP | None = None
+    classifier: LineClassifier | None = None
     _icmp: IcmpEngine | None = field(default=None, repr=False)
+    _trace: TraceEngine | None = field(default=None, repr=False)
+
+    def trace_engine(self) -> TraceEngine:
+        if self._trace is None:
+            from netprobe.mtr.engine import TraceEngine
+
+            self._trace = TraceEngine()
+        return self._trace
+
+    def line_classifier(self) -> LineClassifier:
+        if self.classifier is None:
+            from netprobe.lines import LineClassifier
+
+            self.classifier = LineClassifier.default()
+        return self.classifier
 
     def icmp_engine(self) -> IcmpEngine:
         if self._icmp is None:
@@ -89,6 +110,11 @@ class ProbeContext:
         if self._icmp is not None:
             self._icmp.close()
             self._icmp = None
+        if self._trace is not None:
+            self._trace.close()
+            self._trace = None
+        if self.geoip is not None:
+            self.geoip.close()
 
 
 ProbeRun = Callable[[ProbeTarget, Any, ProbeContext], Awaitable[ProbeResult]]

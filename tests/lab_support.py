@@ -6,6 +6,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,8 +19,8 @@ from netprobe.lab import api
 from netprobe.lab.addressing import AGENT_NS
 from netprobe.lab.state import LabState
 
-__all__ = ["LabState", "agent_exec", "ping_rtts", "ping_summary", "require_root", "running_lab",
-           "spec_toml", "write_spec"]
+__all__ = ["LabState", "agent_exec", "agent_process", "ping_rtts", "ping_summary", "require_root",
+           "running_lab", "spec_toml", "write_spec"]
 
 
 def require_root() -> None:
@@ -33,6 +34,13 @@ def agent_exec(args: list[str], timeout: float = 60.0,
     """Run a command inside the agent namespace (np-agent); /etc/hosts there knows <route>.lab."""
     return subprocess.run(["ip", "netns", "exec", AGENT_NS, *args], capture_output=True, text=True,
                           timeout=timeout, check=check)
+
+
+def agent_process(config: Path, duration: float) -> subprocess.Popen[str]:
+    """`netprobe agent run` in the agent namespace for `duration` seconds; stderr (its log) piped."""
+    return subprocess.Popen(["ip", "netns", "exec", AGENT_NS, sys.executable, "-m", "netprobe.cli", "agent",
+                             "run", "--config", str(config), "--duration", str(duration)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
 def _toml_value(value: Any) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lab_support import LabState, agent_exec, ping_summary, running_lab
+from lab_support import LabState, agent_exec, agent_process, ping_summary, running_lab
 
 from netprobe.store import open_store
 
@@ -283,10 +283,7 @@ def test_agent_re_resolves_names_and_a_vanished_name_is_data(lab: LabState) -> N
         cfg.write_text(MOVING_CONFIG.format(db=db))
         try:
             hosts.write_text(original + f"{first.ipv4} moving.lab\n")  # in place: the bind mount sees it
-            agent = subprocess.Popen(
-                ["ip", "netns", "exec", lab.agent_ns, sys.executable, "-m", "netprobe.cli", "agent", "run",
-                 "--config", str(cfg), "--duration", "10"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            agent = agent_process(cfg, 10)
             time.sleep(4)
             hosts.write_text(original + f"{second.ipv4} moving.lab\n")
             time.sleep(3)

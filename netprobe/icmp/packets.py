@@ -19,17 +19,22 @@ SO_ATTACH_FILTER = 26
 ICMP6_FILTER = 1
 
 
-def _fold(total: int) -> int:
+def fold(total: int) -> int:
+    """Fold carries back in: the one's-complement sum of RFC 1071."""
     while total >> 16:
         total = (total & 0xFFFF) + (total >> 16)
     return total
 
 
-def payload_sum(payload: bytes) -> int:
-    """One's-complement partial sum of a constant payload, so each packet only adds its header."""
-    if len(payload) % 2:
-        payload += b"\0"
-    return _fold(sum(struct.unpack(f"!{len(payload) // 2}H", payload)))
+def ones_sum(data: bytes) -> int:
+    """One's-complement sum of 16-bit words (odd length padded), not yet inverted into a checksum."""
+    if len(data) % 2:
+        data += b"\0"
+    return fold(sum(struct.unpack(f"!{len(data) // 2}H", data)))
+
+
+# A constant payload's partial sum, so each packet only adds its header.
+payload_sum = ones_sum
 
 
 def make_payload(cookie: bytes, size: int) -> bytes:
@@ -42,7 +47,7 @@ def echo_request(v6: bool, ident: int, seq: int, payload: bytes, psum: int) -> b
     """An echo request; v4 checksum computed here, ICMPv6's by the kernel (needs the pseudo-header)."""
     if v6:
         return _HDR.pack(ECHO_REQUEST_V6, 0, 0, ident, seq) + payload
-    csum = ~_fold(psum + (ECHO_REQUEST_V4 << 8) + ident + seq) & 0xFFFF
+    csum = ~fold(psum + (ECHO_REQUEST_V4 << 8) + ident + seq) & 0xFFFF
     return _HDR.pack(ECHO_REQUEST_V4, 0, csum, ident, seq) + payload
 
 

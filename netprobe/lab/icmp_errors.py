@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import struct
 
+from netprobe.icmp.packets import ones_sum
+
 _V6_MIN_MTU = 1280
 
 
 def inet_checksum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    total = sum(int(w) for w in struct.unpack(f"!{len(data) // 2}H", data))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return ~total & 0xFFFF
+    return ~ones_sum(data) & 0xFFFF
 
 
 def is_icmp_error_v4(packet: bytes) -> bool:

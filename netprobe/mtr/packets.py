@@ -16,6 +16,8 @@ import struct
 from dataclasses import dataclass
 from typing import Literal
 
+from netprobe.icmp.packets import fold, ones_sum
+
 Mode = Literal["icmp", "udp", "tcp"]
 
 ICMP_ECHO_REPLY, ICMP_UNREACH, ICMP_ECHO, ICMP_TIME_EXCEEDED = 0, 3, 8, 11
@@ -25,18 +27,6 @@ TCP_SYN, TCP_RST, TCP_ACK = 0x02, 0x04, 0x10
 SO_ATTACH_FILTER = 26
 ICMP6_FILTER = 1
 PAYLOAD = 36  # bytes after the transport header: 64-byte IPv4 probes, as mtr's default
-
-
-def fold(total: int) -> int:
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return total
-
-
-def ones_sum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    return fold(sum(struct.unpack(f"!{len(data) // 2}H", data)))
 
 
 def pseudo_header(src: bytes, dst: bytes, proto: int, length: int) -> bytes:
@@ -119,16 +109,23 @@ def _key_of(proto: int, data: bytes, t: int, v6: bool) -> tuple[str, int, int] |
     return None
 
 
-def parse_icmp(data: bytes, src: bytes, v6: bool, ident: int) -> Reply | None:
-    """An ICMP packet from a raw socket (IPv4: with its IP header; IPv6: from the ICMPv6 header)."""
+def _transport(data: bytes, src: bytes, v6: bool, need: int) -> tuple[int, bytes] | None:
+    """(offset of the transport header, source address) of a packet read from a raw socket: IPv4
+    sockets see the IP header, IPv6 ones start at the transport header (the source comes apart)."""
     off = 0
     if not v6:
         if len(data) < 20:
             return None
-        off = (data[0] & 0x0F) * 4
-        src = data[12:16]
-    if len(data) < off + 8:
+        off, src = (data[0] & 0x0F) * 4, data[12:16]
+    return (off, src) if len(data) >= off + need else None
+
+
+def parse_icmp(data: bytes, src: bytes, v6: bool, ident: int) -> Reply | None:
+    """An ICMP packet from a raw socket (IPv4: with its IP header; IPv6: from the ICMPv6 header)."""
+    found = _transport(data, src, v6, 8)
+    if found is None:
         return None
+    off, src = found
     kind = data[off]
     if kind == (ICMP6_ECHO_REPLY if v6 else ICMP_ECHO_REPLY):
         rid, seq = struct.unpack_from("!HH", data, off + 4)
@@ -155,14 +152,10 @@ def parse_icmp(data: bytes, src: bytes, v6: bool, ident: int) -> Reply | None:
 
 def parse_tcp(data: bytes, src: bytes, v6: bool) -> Reply | None:
     """A SYN-ACK or RST from the destination answering one of our SYNs: ack = our seq + 1."""
-    off = 0
-    if not v6:
-        if len(data) < 20:
-            return None
-        off = (data[0] & 0x0F) * 4
-        src = data[12:16]
-    if len(data) < off + 20:
+    found = _transport(data, src, v6, 20)
+    if found is None:
         return None
+    off, src = found
     _sport, dport, _seq, ack = struct.unpack_from("!HHII", data, off)
     flags = data[off + 13]
     if not flags & TCP_RST and flags & (TCP_SYN | TCP_ACK) != (TCP_SYN | TCP_ACK):

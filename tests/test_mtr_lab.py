@@ -7,17 +7,19 @@ kernel (hop 1), the relay's emulated routers, the datacenter namespace's kernel 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from lab_support import LabState, agent_exec, running_lab
+from lab_support import LabState, agent_exec, agent_process, running_lab, spec_toml
 from mmdb_support import write_asn_db
 
 pytestmark = pytest.mark.lab
@@ -171,3 +173,102 @@ def test_geoip_labels_the_line(lab: LabState, asn_db: Path, route: str, label: s
     code, bare = mtr("-4", "-c", "2", "-i", "0.1", f"{route}.lab")  # no database: nobody knows these routers
     assert bare["route"]["label"] == "other" and bare["report"]["hubs"][1]["ASN"] == "AS???"
     assert bare["route"]["hash"] == ours["route"]["hash"]  # the path is the same, only its labels differ
+
+
+AGENT_CONFIG = """
+[agent]
+id = "lab-mtr"
+region = "cn-east"
+isp = "telecom"
+timezone = "Asia/Shanghai"
+
+[storage]
+url = "sqlite:///{db}"
+
+[geoip]
+asn_db = "{asn_db}"
+
+[probes.icmp]
+every = "1s"
+count = 5
+interval = "0.1s"
+timeout = "0.5s"
+
+[probes.mtr]
+every = "2s"
+cycles = 3
+interval = "0.2s"
+timeout = "0.8s"
+
+[[targets]]
+id = "gt"
+host = "gt.lab"
+family = "ipv4"
+line = "cn2-gia"
+probes = ["icmp", "mtr"]
+
+[[targets]]
+id = "gia"
+host = "gia.lab"
+family = "ipv4"
+line = "cn2-gia"
+probes = ["icmp", "mtr"]
+"""
+
+
+def test_agent_stores_traces_and_one_event_per_path_change(lab: LabState, asn_db: Path,
+                                                           tmp_path: Path) -> None:
+    """The scheduled agent, icmp rounds beside its traces: a route re-pathed while it runs gives one
+    path_change (hops before and after), the GT path sold as GIA one line_mismatch, and the
+    destination's figures reach the hourly rollups."""
+    from netprobe.lab import api
+
+    db = tmp_path / "agent.db"
+    cfg = tmp_path / "agent.toml"
+    cfg.write_text(AGENT_CONFIG.format(db=db, asn_db=asn_db))
+    moved = {**SPEC, "routes": [{**r, "hops": [f"{GIA}.1", f"{GT}.7", f"{GT}.11"]} if r["id"] == "gt" else r
+                                for r in SPEC["routes"]]}
+    original, changed = tmp_path / "original.toml", tmp_path / "moved.toml"
+    original.write_text(spec_toml(SPEC))
+    changed.write_text(spec_toml(moved))
+    agent = agent_process(cfg, 14)
+    try:
+        time.sleep(7)
+        api.set_impairments(changed)
+        _, err = agent.communicate(timeout=60)
+    finally:
+        api.set_impairments(original)
+    assert agent.returncode == 0, err
+    results, events, window = asyncio.run(_read_agent_db(db))
+    traces = {t: [r["result"] for r in results if r["probe"] == "mtr" and r["target"]["id"] == t]
+              for t in ("gt", "gia")}
+    assert len(traces["gt"]) >= 4 and len(traces["gia"]) >= 4
+    assert all(r["route"]["label"] == "cn2-gt" and r["route"]["mismatch"] for r in traces["gt"])
+    assert all(r["route"]["label"] == "cn2-gia" and not r["route"]["mismatch"] for r in traces["gia"])
+    assert all(hosts(r) == [*expected_hops("gia"), lab.routes["gia"].ipv4] for r in traces["gia"])
+    changes = [e for e in events if e["kind"] == "path_change"]
+    assert [e["target_id"] for e in changes] == ["gt"], changes
+    before, after = changes[0]["details"]["before"], changes[0]["details"]["after"]
+    assert [f"{GT}.9"] in before["hops"] and [f"{GT}.11"] in after["hops"]
+    assert before["hash"] != after["hash"] == changes[0]["new_hash"]
+    mismatches = [e for e in events if e["kind"] == "line_mismatch"]
+    assert [e["target_id"] for e in mismatches] == ["gt"]
+    details = mismatches[0]["details"]
+    assert details["detected"] == "cn2-gt" and details["declared"] == "cn2-gia"
+    assert window is not None and window.loss_pct == 0.0 and window.rtt_p50_ms is not None
+    assert abs(window.rtt_p50_ms - lab.routes["gia"].rtt_ms) <= AVG_TOLERANCE_MS
+
+
+async def _read_agent_db(db: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Any]:
+    from datetime import UTC, datetime, timedelta
+
+    from netprobe.store import open_store
+
+    store = await open_store(f"sqlite:///{db}", upgrade=False)
+    try:
+        now = datetime.now(UTC)
+        window = await store.window_stats("lab-mtr", "gia", "mtr", now - timedelta(hours=2),
+                                          now + timedelta(hours=1))
+        return await store.results("lab-mtr"), await store.path_events("lab-mtr"), window
+    finally:
+        await store.close()

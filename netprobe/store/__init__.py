@@ -1,4 +1,4 @@
-"""SQL storage: raw rounds, hourly DDSketch rollups, retention; SQLite or PostgreSQL (DESIGN §4).
+"""SQL storage (DESIGN §4): raw rounds, hourly DDSketch rollups, route events, retention; SQLite, PostgreSQL.
 
 Names are loaded on first use (PEP 562) so `netprobe.store.cli` — imported by every `netprobe`
 command — does not pull in SQLAlchemy and Alembic until a database command actually runs."""
@@ -10,12 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from netprobe.store.envelopes import EnvelopeError, parse_envelope
+    from netprobe.store.events import LINE_MISMATCH, PATH_CHANGE, PathEvent
     from netprobe.store.rollups import HourRow, Rollup, WindowStats, merge_hours
     from netprobe.store.store import DEFAULT_RAW_RETENTION_DAYS, Store, WriteStats, open_store
     from netprobe.store.urls import default_db_url, display_url, normalise_url, state_dir
 
 _WHERE = {
     "EnvelopeError": "envelopes", "parse_envelope": "envelopes",
+    "LINE_MISMATCH": "events", "PATH_CHANGE": "events", "PathEvent": "events",
     "HourRow": "rollups", "Rollup": "rollups", "WindowStats": "rollups", "merge_hours": "rollups",
     "DEFAULT_RAW_RETENTION_DAYS": "store", "Store": "store", "WriteStats": "store", "open_store": "store",
     "default_db_url": "urls", "display_url": "urls", "normalise_url": "urls", "state_dir": "urls",
@@ -23,8 +25,11 @@ _WHERE = {
 
 __all__ = [
     "DEFAULT_RAW_RETENTION_DAYS",
+    "LINE_MISMATCH",
+    "PATH_CHANGE",
     "EnvelopeError",
     "HourRow",
+    "PathEvent",
     "Rollup",
     "Store",
     "WindowStats",

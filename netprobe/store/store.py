@@ -20,11 +20,11 @@ from sqlalchemy.sql.dml import Insert
 
 from netprobe.errors import StorageError
 from netprobe.results import utc_now
-from netprobe.store import migrate
+from netprobe.store import events, migrate
 from netprobe.store.engine import READ_ONLY, create_engine, mapped_errors
 from netprobe.store.envelopes import Envelope, parse_envelopes
 from netprobe.store.rollups import HourKey, HourRow, Rollup, WindowStats, accumulate, hour_of, merge_hours
-from netprobe.store.schema import agents, probe_results, rollups_hourly, store_meta, targets
+from netprobe.store.schema import agents, path_changes, probe_results, rollups_hourly, store_meta, targets
 from netprobe.store.urls import default_db_url, display_url, normalise_url
 
 DEFAULT_RAW_RETENTION_DAYS = 14.0
@@ -114,9 +114,13 @@ class Store:
             inserted: set[str] = set()
             if fresh:
                 # Lock order everywhere: agents, targets, results, rollups, each sorted — no deadlocks.
+                # Path events come last and lock nothing more: the target rows the upsert holds until
+                # commit serialise writers of one target, so each sees the other's results.
                 await self._upsert_refs(conn, fresh, now)
                 inserted = await self._insert_results(conn, fresh, now)
-                await self._apply_rollups(conn, accumulate(e for e in fresh if e.id in inserted), now)
+                new = [e for e in fresh if e.id in inserted]
+                await self._apply_rollups(conn, accumulate(new), now)
+                await events.record_new(conn, new)
         return WriteStats(accepted=len(inserted), duplicates=repeated + len(fresh) - len(inserted),
                           expired=expired)
 
@@ -256,6 +260,21 @@ class Store:
         q = q.order_by(c.started_at, c.id).limit(limit)
         async with self._read("reading results from") as conn:
             return [dict(row[0]) for row in await conn.execute(q)]
+
+    async def path_events(self, agent_id: str | None = None, target_id: str | None = None,
+                          kind: str | None = None, since: datetime | None = None) -> list[dict[str, Any]]:
+        """Route events (kind path_change or line_mismatch) detected at or after `since`, oldest first;
+        each a dict of the path_changes columns. None for a filter means every one."""
+        p = path_changes.c
+        q = select(path_changes)
+        for col, value in ((p.agent_id, agent_id), (p.target_id, target_id), (p.kind, kind)):
+            if value is not None:
+                q = q.where(col == value)
+        if since is not None:
+            q = q.where(p.detected_at >= _aware(since, "since"))
+        q = q.order_by(p.detected_at, p.id)
+        async with self._read("reading path events from") as conn:
+            return [dict(row) for row in (await conn.execute(q)).mappings()]
 
     # -- transactions -----------------------------------------------------------------------------
     @asynccontextmanager

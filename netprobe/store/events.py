@@ -1,0 +1,185 @@
+"""Route events from mtr results (DESIGN §6): path changes and line mismatches, stored in `path_changes`.
+
+Detected inside Store.write, in the results' transaction, from nothing but the stored envelopes, so an
+agent (SQLite) and a collector ingesting the same envelopes (PostgreSQL) record the same events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, insert, or_, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from netprobe.store.envelopes import Envelope
+from netprobe.store.schema import path_changes, probe_results
+
+PATH_CHANGE = "path_change"
+LINE_MISMATCH = "line_mismatch"
+KINDS = (PATH_CHANGE, LINE_MISMATCH)     # also the order of two events of one round
+MTR = "mtr"
+_PAGE = 32                               # stored rows read at a time while looking for the previous route
+_HASH_MAX = 64                           # path_changes.old_hash/new_hash
+_LABEL_MAX = 32                          # path_changes.label
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """The route verdict of one usable mtr result."""
+
+    result_id: str
+    started_at: datetime
+    label: str | None
+    hash: str
+    mismatch: bool
+    asns: list[Any]
+    declared: Any
+    hops: list[list[str]]
+
+    @property
+    def order(self) -> tuple[datetime, str]:
+        """Results are ordered by start time, then id (so ties still order the same everywhere)."""
+        return (self.started_at, self.result_id)
+
+    def summary(self) -> dict[str, Any]:
+        return {"label": self.label, "hash": self.hash, "hops": self.hops}
+
+
+@dataclass(frozen=True, slots=True)
+class PathEvent:
+    agent_id: str
+    target_id: str
+    detected_at: datetime
+    kind: str
+    old_hash: str | None
+    new_hash: str | None
+    label: str | None
+    details: dict[str, Any]
+
+    def to_row(self) -> dict[str, Any]:
+        return {"agent_id": self.agent_id, "target_id": self.target_id, "detected_at": self.detected_at,
+                "kind": self.kind, "old_hash": self.old_hash, "new_hash": self.new_hash,
+                # the column is short; a long custom label is kept whole in details
+                "label": self.label[:_LABEL_MAX] if self.label is not None else None,
+                "details": self.details}
+
+
+def route_of(result_id: str, started_at: datetime, envelope: Mapping[str, Any]) -> Route | None:
+    """The route of a usable mtr result; None for another probe, a result in error, a destination not
+    reached, or no path hash. Lenient about the shape: an odd route is unusable, never an error, so a
+    collector does not refuse envelopes an agent stored."""
+    result = envelope.get("result")
+    if envelope.get("probe") != MTR or not isinstance(result, Mapping):
+        return None
+    route = result.get("route")
+    # `reached` is not pinned in DESIGN §7: only an explicit false makes a result unusable
+    if result.get("status") == "error" or result.get("reached") is False or not isinstance(route, Mapping):
+        return None
+    digest = route.get("hash")
+    if not isinstance(digest, str) or not 0 < len(digest) <= _HASH_MAX:
+        return None
+    label = route.get("label")
+    asns = route.get("asns")
+    target = envelope.get("target")
+    declared = route.get("declared_line", target.get("line") if isinstance(target, Mapping) else None)
+    return Route(result_id=result_id, started_at=started_at, label=label if isinstance(label, str) else None,
+                 hash=digest, mismatch=route.get("mismatch") is True,
+                 asns=list(asns) if isinstance(asns, list) else [], declared=declared,
+                 hops=_hops(result.get("report")))
+
+
+def _hops(report: Any) -> list[list[str]]:
+    """Addresses seen at each hop (`[]` for a silent one), from mtr's report.hubs."""
+    hubs = report.get("hubs") if isinstance(report, Mapping) else None
+    if not isinstance(hubs, list):
+        return []
+    return [[a for a in hub.get("addresses") or [] if isinstance(a, str)] if isinstance(hub, Mapping) else []
+            for hub in hubs]
+
+
+def compare(previous: Route | None, current: Route, agent_id: str, target_id: str) -> list[PathEvent]:
+    """Events of `current` given the usable route before it (None: the first one seen)."""
+    events = []
+    old_hash = previous.hash if previous is not None else None
+    if previous is not None and previous.hash != current.hash:
+        events.append(PathEvent(
+            agent_id, target_id, current.started_at, PATH_CHANGE, old_hash, current.hash, current.label,
+            {"before": previous.summary(), "after": current.summary(), "result_id": current.result_id}))
+    # a mismatch that persists (same detected label) is one event, not one per round
+    ongoing = previous is not None and previous.mismatch and previous.label == current.label
+    if current.mismatch and not ongoing:
+        events.append(PathEvent(
+            agent_id, target_id, current.started_at, LINE_MISMATCH, old_hash, current.hash, current.label,
+            {"declared": current.declared, "detected": current.label, "asns": current.asns,
+             "hash": current.hash, "result_id": current.result_id}))
+    return events
+
+
+def detect(previous: Route | None, routes: Iterable[Route], new_ids: Set[str], agent_id: str,
+           target_id: str) -> list[PathEvent]:
+    """Walk one agent × target's usable routes in time order, starting after `previous`; only the
+    routes in `new_ids` emit events, the others (already stored) serve as what came before."""
+    events = []
+    for route in sorted(routes, key=lambda r: r.order):
+        if route.result_id in new_ids:
+            events.extend(compare(previous, route, agent_id, target_id))
+        previous = route
+    return events
+
+
+async def stored_routes(conn: AsyncConnection, agent_id: str, target_id: str, first: tuple[datetime, str],
+                        last: tuple[datetime, str], skip: Set[str]) -> tuple[Route | None, list[Route]]:
+    """The last usable stored route ordered before `first`, and the usable stored routes between
+    `first` and `last` (results that arrived out of order), ignoring the ids in `skip`."""
+    c = probe_results.c
+    # Ties on started_at are broken by id in code-point order, as Python compares the batch's ids;
+    # PostgreSQL's default collation is locale-aware, so ask for bytewise ("C"), SQLite's default.
+    rid = c.id.collate("C") if conn.dialect.name == "postgresql" else c.id
+    base = (select(c.id, c.started_at, c.envelope)
+            .where(c.agent_id == agent_id, c.target_id == target_id, c.probe == MTR, c.status != "error")
+            .order_by(c.started_at.desc(), rid.desc()).limit(_PAGE))
+    between: list[Route] = []
+    cursor = last
+    while True:
+        page = (await conn.execute(base.where(or_(c.started_at < cursor[0],
+                                                  and_(c.started_at == cursor[0], rid < cursor[1]))))).all()
+        for result_id, started_at, envelope in page:
+            route = None if result_id in skip else route_of(result_id, started_at, envelope)
+            if route is None:
+                continue
+            if route.order < first:
+                return route, between[::-1]
+            between.append(route)
+        if len(page) < _PAGE:
+            return None, between[::-1]
+        cursor = (page[-1].started_at, page[-1].id)
+
+
+async def detect_new(conn: AsyncConnection, new: Sequence[Envelope]) -> list[PathEvent]:
+    """Events caused by `new`, results just inserted in this transaction, in time order."""
+    by_key: dict[tuple[str, str], list[Route]] = {}
+    for env in new:
+        route = route_of(env.id, env.started_at, env.raw)
+        if route is not None:       # an unusable result never emits, so it needs no history either
+            by_key.setdefault((str(env.agent["id"]), str(env.target["id"])), []).append(route)
+    new_ids = {env.id for env in new}
+    events: list[PathEvent] = []
+    for (agent_id, target_id), routes in sorted(by_key.items()):
+        routes.sort(key=lambda r: r.order)
+        previous, stored = await stored_routes(conn, agent_id, target_id, routes[0].order, routes[-1].order,
+                                               new_ids)
+        events += detect(previous, [*stored, *routes], new_ids, agent_id, target_id)
+    # stable: one agent × target's events keep the walk's order (by result, then kind)
+    events.sort(key=lambda e: (e.detected_at, e.agent_id, e.target_id))
+    return events
+
+
+async def record_new(conn: AsyncConnection, new: Sequence[Envelope]) -> int:
+    """Detect and store the events of just-inserted results (same transaction); returns how many."""
+    events = await detect_new(conn, new)
+    if events:
+        await conn.execute(insert(path_changes), [e.to_row() for e in events])
+    return len(events)

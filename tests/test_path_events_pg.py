@@ -3,14 +3,11 @@ database (test_store_pg's fixture), plus one on a database whose default collati
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 
-import psycopg
 import pytest
-from sqlalchemy.engine import make_url
 from test_path_events import CN2, CN2_ECMP, PathEventScenarios, brief, change, mtr_envelope, t
-from test_store_pg import ADMIN_URL, _admin_dsn, pg_url  # noqa: F401  (pg_url: a fixture, used by name)
+from test_store_pg import pg_url, scratch_database  # noqa: F401  (pg_url: a fixture, used by name)
 
 from netprobe.store import open_store
 
@@ -26,18 +23,9 @@ class TestPathEventsPostgres(PathEventScenarios):
 @pytest.fixture
 def icu_pg_url() -> Iterator[str]:
     """Like pg_url, but the database sorts text the en-US way (ICU): "q1" < "Q9", unlike Python."""
-    name = f"netprobe_test_{secrets.token_hex(4)}"
-    try:
-        admin = psycopg.connect(_admin_dsn(), autocommit=True, connect_timeout=5)
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"PostgreSQL not reachable at {ADMIN_URL}: {exc}")
-    with admin:
-        admin.execute(f"CREATE DATABASE \"{name}\" TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' "
-                      "LOCALE 'C.UTF-8'")
-        try:
-            yield make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-        finally:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    icu = "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'"
+    with scratch_database(icu) as url:
+        yield url
 
 
 async def test_ties_order_by_id_as_python_does_whatever_the_collation(icu_pg_url: str) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -28,19 +29,26 @@ def _admin_dsn() -> str:
     return make_url(ADMIN_URL).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
-@pytest.fixture
-def pg_url() -> Iterator[str]:
+@contextmanager
+def scratch_database(options: str = "") -> Iterator[str]:
+    """A new, empty database on the server (CREATE DATABASE … `options`), dropped afterwards."""
     name = f"netprobe_test_{secrets.token_hex(4)}"
     try:
         admin = psycopg.connect(_admin_dsn(), autocommit=True, connect_timeout=5)
     except psycopg.OperationalError as exc:
         pytest.skip(f"PostgreSQL not reachable at {ADMIN_URL}: {exc}")
     with admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
+        admin.execute(f'CREATE DATABASE "{name}" {options}')
         try:
             yield make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
         finally:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    with scratch_database() as url:
+        yield url
 
 
 @pytest.fixture

@@ -105,7 +105,10 @@ def test_lab_agent_probes_every_lab_route_by_name() -> None:
     for target in config.targets:
         assert (target.datacenter, target.line) == (routes[target.id].datacenter, routes[target.id].line)
         assert target.host == f"{target.id}.lab"
-        assert target.probes == ("icmp", "tcp") and target.tcp_port == 443
-        for probe in target.probes:
+        assert target.probes == ("icmp", "tcp", "mtr") and target.tcp_port == 443
+        assert target.family == "ipv4"  # the default line rules know IPv4 carrier prefixes only
+        for probe in ("icmp", "tcp"):
             s = config.probe_settings(target, probe).model_dump()
             assert (s["every"], s["count"], s["interval"], s["timeout"]) == (10.0, 10, 0.2, 1.0)
+        mtr = config.probe_settings(target, "mtr").model_dump()
+        assert (mtr["every"], mtr["cycles"]) == (30.0, 5)  # a trace within a one-minute demo

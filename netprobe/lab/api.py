@@ -17,8 +17,23 @@ from netprobe.lab.state import STATE_DIR, STATE_FILE, LabState, RouteInfo, read_
 __all__ = ["LabState", "RouteInfo", "current", "down", "set_impairments", "up"]
 
 
-def _require_root() -> None:
+# CAP_NET_ADMIN (links, routes, TUN) and CAP_SYS_ADMIN (namespaces, mounts): what root really means here
+_LAB_CAPS = (12, 21)
+
+
+def has_lab_privileges() -> bool:
+    """Root with its capabilities: a uid 0 stripped of them (a container, setpriv) cannot build a lab."""
     if os.geteuid() != 0:
+        return False
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            eff = int(line.split()[1], 16)
+            return all(eff >> cap & 1 for cap in _LAB_CAPS)
+    return True
+
+
+def _require_root() -> None:
+    if not has_lab_privileges():
         raise SetupError("netprobe lab needs root (it creates network namespaces and TUN devices); "
                          "run it with sudo")
     if not Path("/dev/net/tun").exists():

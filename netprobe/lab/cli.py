@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -67,7 +66,7 @@ def exec_cmd(command: list[str] = typer.Argument(..., help="command to run in th
     state = api.current()
     if state is None:
         raise LabError("no lab is up; run `netprobe lab up SPEC` first")
-    if os.geteuid() != 0:
+    if not api.has_lab_privileges():
         raise SetupError("netprobe lab exec needs root (it runs `ip netns exec`); run it with sudo")
     try:
         rc = subprocess.call(["ip", "netns", "exec", state.agent_ns, *command])

@@ -26,6 +26,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from netprobe.durations import Duration
@@ -169,6 +170,12 @@ class TargetConfig(_Model):
         if value is not None and not re.match(r"^https?://[^/\s]+", value):
             raise ValueError(f"{value!r} is not an http:// or https:// URL")
         return value
+
+    @model_validator(mode="after")
+    def _sse_needs_url(self) -> TargetConfig:
+        if "sse" in self.probes and not self.sse_url:
+            raise ValueError("sse_url: required when probes include sse")
+        return self
 
     @field_validator("family")
     @classmethod

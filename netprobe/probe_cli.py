@@ -26,7 +26,7 @@ from netprobe.probes.icmp import IcmpSettings
 from netprobe.probes.tcp import TcpSettings
 from netprobe.render import icmp_table, print_table, tcp_table
 from netprobe.resolve import Resolver, family_name, parse_literal
-from netprobe.results import IcmpResult, MtrResult, ProbeResult, TcpResult
+from netprobe.results import IcmpResult, MtrResult, ProbeResult, SseResult, TcpResult
 from netprobe.targets_file import check_host, check_host_port, read_targets
 
 app = typer.Typer(no_args_is_help=True, help="Run one probe now and print what it measured.")
@@ -280,3 +280,60 @@ async def _run_mtr(target: ProbeTarget, settings: Any, asn_db: str | None, city_
         return result
     finally:
         await ctx.close()
+
+
+@app.command("sse")
+def sse_command(
+    url: Annotated[str, typer.Argument(metavar="URL", show_default=False)],
+    mode: Annotated[str | None, typer.Option("--mode", metavar="emitter|openai",
+                                             help="What URL serves (default emitter).")] = None,
+    timeout: Annotated[str | None, typer.Option("--timeout", "-W", metavar="DURATION",
+                                                help="Cap on the whole stream (default 30s).")] = None,
+    concurrency: Annotated[str | None, typer.Option(
+        "--concurrency", metavar="1,2,4,…", help="Sweep: that many streams at once per level.")] = None,
+    api_key_file: Annotated[str | None, typer.Option("--api-key-file", metavar="FILE",
+                                                     help="openai: file holding the API key.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="openai: the request's model.")] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="openai: the request's max_tokens.")]
+    = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Read an SSE stream as a browser does: first event, gaps, stalls, delay variation (emitter) or
+    TTFT/TPOT (openai); with --concurrency, how they climb under load."""
+    from netprobe.probes.sse import SseSettings, check_url, sweep
+
+    try:
+        check_url(url)
+        levels = _levels(concurrency) if concurrency is not None else None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    settings = build_settings(SseSettings, {"mode": mode, "timeout": timeout, "api_key_file": api_key_file,
+                                            "model": model, "max_tokens": max_tokens, "every": 10**7},
+                              {"mode": "--mode", "timeout": "--timeout", "model": "--model",
+                               "max_tokens": "--max-tokens", "api_key_file": "--api-key-file"})
+    if levels is not None:
+        report = asyncio.run(sweep(url, settings, levels))
+        if as_json:
+            sys.stdout.write(json.dumps(report) + "\n")
+        else:
+            from netprobe.render import console, sse_sweep_table
+
+            console().print(sse_sweep_table(report))
+        raise typer.Exit(0 if all(lv["errors"] == 0 for lv in report["levels"]) else 1)
+    from urllib.parse import urlsplit
+
+    target = ProbeTarget(id=url, host=urlsplit(url).hostname or url, url=url)
+    results = asyncio.run(run_targets("sse", [target], settings))
+    from netprobe.render import sse_table
+
+    emit(results, as_json, False, lambda rs: sse_table([r for r in rs if isinstance(r, SseResult)]))
+
+
+def _levels(text: str) -> list[int]:
+    try:
+        levels = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ValueError(f"--concurrency: {text!r} is not a list of numbers like 1,2,4,8") from None
+    if not levels or any(n < 1 or n > 1024 for n in levels):
+        raise ValueError("--concurrency: levels must be between 1 and 1024")
+    return levels

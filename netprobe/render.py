@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from netprobe.results import IcmpResult, MtrResult, ProbeResult, TcpResult
+from netprobe.results import IcmpResult, MtrResult, ProbeResult, SseResult, TcpResult
 from netprobe.stats import RttStats
 
 STAT_COLUMNS = ("min", "avg", "p50", "p95", "max", "stdev")
@@ -108,3 +109,25 @@ def _route_caption(r: MtrResult) -> str:
     if any(h.rate_limited for h in r.hops):
         text += "  [dim](rl: loss at that hop only — ICMP rate limiting, not path loss)[/]"
     return text
+
+
+def sse_table(results: Sequence[SseResult]) -> Table:
+    t = _table("sse (ms)", ["url", "mode", "ttfb", "first event", "events", "gap p50", "gap p95", "gap max",
+                            "stalls", "delay var p95", "tpot", "status"])
+    for r in results:
+        g = r.gaps_ms or {}
+        t.add_row(escape(r.url), r.mode, ms(r.ttfb_ms), ms(r.first_event_ms), str(r.events), ms(g.get("p50")),
+                  ms(g.get("p95")), ms(g.get("max")), f"{r.stalls} ({ms(r.stall_ms_total)})",
+                  ms((r.delay_var_ms or {}).get("p95")), ms(r.tpot_ms), _status_cell(r))
+    return t
+
+
+def sse_sweep_table(report: dict[str, Any]) -> Table:
+    t = _table(f"sse concurrency sweep: {escape(report['url'])} ({report['mode']}, ms)",
+               ["concurrency", "ttft p50", "ttft p95", "tpot p50", "tpot p95", "errors"])
+    for lv in report["levels"]:
+        ttft, tpot = lv["ttft_ms"] or {}, lv["tpot_ms"] or {}
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(lv["error_kinds"].items()))
+        t.add_row(str(lv["concurrency"]), ms(ttft.get("p50")), ms(ttft.get("p95")), ms(tpot.get("p50")),
+                  ms(tpot.get("p95")), f"{lv['errors']}" + (f" ({kinds})" if kinds else ""))
+    return t

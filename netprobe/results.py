@@ -137,6 +137,57 @@ class MtrResult(ProbeResult):
         return d
 
 
+@dataclass(slots=True)
+class SseResult(ProbeResult):
+    """One streamed response, timed the way a browser receives it (DESIGN §3 sse).
+
+    `samples_ms` holds the one first-event time, so hourly rollups and percentiles of first-event
+    time come out of the same sketch as icmp RTTs; `sent`/`received` count the stream as one request.
+    """
+
+    mode: str = "emitter"
+    url: str = ""
+    http_status: int | None = None
+    dns_ms: float | None = None
+    connect_ms: float | None = None
+    tls_ms: float | None = None
+    ttfb_ms: float | None = None          # request written -> response headers
+    first_event_ms: float | None = None   # request written -> first content event
+    first_reasoning_ms: float | None = None  # openai: first reasoning_content token
+    first_content_ms: float | None = None    # openai: first content token
+    events: int = 0                       # content events (tokens in openai mode)
+    comments: int = 0
+    gaps_ms: dict[str, float] | None = None
+    stalls: int = 0
+    stall_ms_total: float = 0.0
+    delay_var_ms: dict[str, float] | None = None
+    tpot_ms: float | None = None
+    tokens: dict[str, int] | None = None  # openai: from `usage` when the server sends it
+    duration_s: float = 0.0               # request written -> end of stream
+    bytes: int = 0
+    reused_connection: bool = False
+    content_encoding: str | None = None
+    content_type: str | None = None
+    completed: bool = False
+    sent: int = 0
+    received: int = 0
+    loss_pct: float = 0.0
+    jitter_ms: float | None = None
+    samples_ms: list[float | None] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = ProbeResult.to_dict(self)
+        for name in ("mode", "url", "http_status", "dns_ms", "connect_ms", "tls_ms", "ttfb_ms",
+                     "first_event_ms", "first_reasoning_ms", "first_content_ms", "events", "comments",
+                     "gaps_ms", "stalls", "stall_ms_total", "delay_var_ms", "tpot_ms", "tokens", "duration_s",
+                     "bytes", "reused_connection", "content_encoding", "content_type", "completed", "sent",
+                     "received", "loss_pct", "jitter_ms", "samples_ms"):
+            value = getattr(self, name)
+            d[name] = (dict(value) if isinstance(value, dict) else list(value) if isinstance(value, list)
+                       else value)
+        return d
+
+
 def envelope(result: ProbeResult, agent: dict[str, Any], target: dict[str, Any],
              result_id: str | None = None) -> dict[str, Any]:
     """The result envelope of DESIGN §7: what is stored, uploaded and imported."""

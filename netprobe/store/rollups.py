@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -43,6 +44,7 @@ class Rollup:
     jitter_sum: float = 0.0
     jitter_count: int = 0
     sketch: DDSketch | None = field(default=None, repr=False, compare=False)
+    extras: dict[str, list[float]] = field(default_factory=dict)   # name -> [sum, count]
 
     def add(self, env: Envelope) -> None:
         self.rounds += 1
@@ -63,6 +65,13 @@ class Rollup:
             for v in env.samples_ms:
                 self.sketch.add(v)
             self._extend(min(env.samples_ms), max(env.samples_ms), sum(env.samples_ms), len(env.samples_ms))
+        for name, value in extra_values(env.raw.get("result") or {}):
+            self._add_extra(name, value, 1)
+
+    def _add_extra(self, name: str, total: float, n: int) -> None:
+        slot = self.extras.setdefault(name, [0.0, 0])
+        slot[0] += total
+        slot[1] += n
 
     def merge(self, other: Rollup) -> None:
         self.rounds += other.rounds
@@ -80,6 +89,8 @@ class Rollup:
             if self.sketch is None:
                 self.sketch = sketches.new_sketch()
             self.sketch.merge(other.sketch)
+        for name, (total, n) in other.extras.items():
+            self._add_extra(name, total, int(n))
 
     def _extend(self, lo: float, hi: float, total: float, n: int) -> None:
         self.rtt_min = lo if self.rtt_min is None else min(self.rtt_min, lo)
@@ -95,12 +106,18 @@ class Rollup:
     def from_row(cls, row: Mapping[str, Any]) -> Rollup:
         r = cls(**{c: row[c] for c in cls._COLUMNS})
         r.sketch = sketches.loads(row["sketch"]) if row["sketch"] else None
+        r.extras = json.loads(row["extras"]) if row.get("extras") else {}
         return r
 
     def to_row(self) -> dict[str, Any]:
         values = {c: getattr(self, c) for c in self._COLUMNS}
         values["sketch"] = sketches.dumps(self.sketch) if self.sketch is not None else None
+        values["extras"] = json.dumps(self.extras, separators=(",", ":")) if self.extras else None
         return values
+
+    def _mean(self, name: str) -> float | None:
+        total, n = self.extras.get(name, (0.0, 0))
+        return total / n if n else None
 
     # -- derived figures ------------------------------------------------------------------------
     def quantile(self, q: float) -> float | None:
@@ -132,7 +149,33 @@ class Rollup:
             "rtt_p95_ms": self.quantile(0.95),
             "rtt_p99_ms": self.quantile(0.99),
             "jitter_ms": self.jitter_sum / self.jitter_count if self.jitter_count else None,
+            # sse: mean over streams of each stream's gap p95 / delay-variation p95; stalls per minute
+            # of streamed time (each stream's stalls over its duration, summed)
+            "gap_p95_ms": self._mean("gap_p95_ms"),
+            "delay_var_p95_ms": self._mean("delay_var_p95_ms"),
+            "stalls_per_min": self._stalls_per_min(),
         }
+
+    def _stalls_per_min(self) -> float | None:
+        stalls, _ = self.extras.get("stalls", (0.0, 0))
+        seconds, n = self.extras.get("stream_s", (0.0, 0))
+        return stalls / (seconds / 60.0) if n and seconds > 0 else None
+
+
+def extra_values(result: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """The probe-specific figures of one result that rollups keep as sums (sse streams)."""
+    out: list[tuple[str, float]] = []
+    if result.get("status") != "ok" or result.get("probe") != "sse":
+        return out
+    blocks = (("gap_p95_ms", result.get("gaps_ms")), ("delay_var_p95_ms", result.get("delay_var_ms")))
+    for name, block in blocks:
+        value = block.get("p95") if isinstance(block, Mapping) else None
+        if isinstance(value, int | float):
+            out.append((name, float(value)))
+    stalls, seconds = result.get("stalls"), result.get("duration_s")
+    if isinstance(stalls, int | float) and isinstance(seconds, int | float) and seconds > 0:
+        out += [("stalls", float(stalls)), ("stream_s", float(seconds))]
+    return out
 
 
 def accumulate(envelopes: Iterable[Envelope]) -> dict[HourKey, Rollup]:
@@ -159,6 +202,9 @@ class _Figures:
     rtt_p95_ms: float | None
     rtt_p99_ms: float | None
     jitter_ms: float | None          # mean of the rounds' jitter
+    gap_p95_ms: float | None         # sse
+    delay_var_p95_ms: float | None   # sse
+    stalls_per_min: float | None     # sse
 
 
 @dataclass(frozen=True, slots=True)

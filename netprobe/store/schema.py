@@ -113,6 +113,7 @@ rollups_hourly = Table(
     Column("jitter_count", Integer, nullable=False, default=0),
     Column("sketch", Text),                # DDSketch as compact JSON (netprobe.store.sketch)
     Column("updated_at", UTCDateTime(), nullable=False),
+    Column("extras", Text),                # probe-specific sums, JSON {"name": [sum, count]} (0002)
     Index("ix_rollups_hourly_hour", "hour"),
 )
 

@@ -1,0 +1,246 @@
+"""sse probe: one streamed response timed as a user's browser receives it — first event, the gaps
+between events (the stutter users see), stalls, and in emitter mode how much the route delays each
+event compared with when the server sent it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+import aiohttp
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from netprobe.durations import Duration
+from netprobe.errors import SetupError
+from netprobe.probes.base import ProbeContext, ProbeSettings, ProbeSpec, ProbeTarget
+from netprobe.results import SseResult, utc_now
+from netprobe.sse import metrics
+from netprobe.sse.client import Capture, Limits, new_session, stream
+from netprobe.sse.parser import SseComment, SseEvent
+from netprobe.stats import percentile
+
+
+def _as_tuple(value: object) -> object:
+    return tuple(value) if isinstance(value, list) else value  # TOML arrays are lists; strict wants tuples
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    role: Literal["system", "user", "assistant"] = "user"
+    content: str
+
+
+class SseSettings(ProbeSettings):
+    every: Duration = Field(default=300.0, gt=0, description="how often a stream is read")
+    timeout: Duration = Field(default=30.0, gt=0, description="cap on one whole exchange, connect included")
+    connect_timeout: Duration = Field(default=10.0, gt=0, description="cap on DNS + connect (+ TLS)")
+    idle_timeout: Duration = Field(default=10.0, gt=0, description="no byte for this long ends it: stalled")
+    mode: Literal["emitter", "openai"] = Field(default="emitter", description="what the URL serves")
+    stall_ms: float = Field(default=250.0, gt=0, description="a gap above this (and above stall_k × "
+                            "the running median gap) is a stall")
+    stall_k: float = Field(default=4.0, ge=1, description="stall threshold as a multiple of the median gap")
+    max_event_bytes: int = Field(default=1 << 20, ge=1024, le=1 << 30, description="cap on one event")
+    max_total_bytes: int = Field(default=64 << 20, ge=1024, le=1 << 34, description="cap on one stream")
+    # openai mode
+    model: str = Field(default="deepseek-chat", min_length=1, description="openai: request's model")
+    messages: Annotated[tuple[Message, ...], BeforeValidator(_as_tuple)] = Field(
+        default=(Message(content="Say hello in one short sentence."),), min_length=1,
+        description="openai: request's messages")
+    max_tokens: int = Field(default=64, ge=1, le=100_000, description="openai: request's max_tokens")
+    api_key_file: str = Field(default="", description="openai: file holding the API key (never logged)")
+    api_key_env: str = Field(default="", description="openai: environment variable holding the API key")
+    extra_body: dict[str, Any] = Field(default_factory=dict, description="openai: more request body keys")
+
+    def round_seconds(self) -> float:
+        return self.timeout
+
+    def limits(self) -> Limits:
+        return Limits(total_s=self.timeout, connect_s=self.connect_timeout, idle_s=self.idle_timeout,
+                      max_event_bytes=self.max_event_bytes, max_total_bytes=self.max_total_bytes)
+
+
+def check_url(url: str) -> str:
+    """http(s) URLs only: anything else is bad input, said before anything is sent."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{url!r} is not an http(s) URL")
+    return url
+
+
+class _Emitter:
+    """`netprobe target` events: data is JSON with `seq` and the server's send time `ts`."""
+
+    def __init__(self) -> None:
+        self.times_ns: list[int] = []
+        self.server_ms: list[float] = []
+        self.problem: str | None = None
+
+    def on_event(self, ev: SseEvent) -> bool:
+        try:
+            data = json.loads(ev.data)
+            ts = float(data["ts"])
+        except (ValueError, KeyError, TypeError):
+            self.problem = f"event {len(self.times_ns)}: data is not emitter JSON with seq and ts"
+            return True
+        self.times_ns.append(ev.t_ns)
+        self.server_ms.append(ts * 1000.0)
+        return False
+
+
+class _OpenAI:
+    """OpenAI-compatible chunks: role-only, usage-only and finish chunks carry no token."""
+
+    def __init__(self) -> None:
+        self.times_ns: list[int] = []        # every token, reasoning or content, in order
+        self.first_reasoning_ns: int | None = None
+        self.first_content_ns: int | None = None
+        self.tokens: dict[str, int] | None = None
+        self.problem: str | None = None
+
+    def on_event(self, ev: SseEvent) -> bool:
+        if ev.data.strip() == "[DONE]":
+            return True
+        try:
+            chunk = json.loads(ev.data)
+        except ValueError:
+            self.problem = f"chunk {len(self.times_ns)}: data is not JSON"
+            return True
+        if not isinstance(chunk, dict):
+            self.problem = "a chunk is not a JSON object"
+            return True
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self.tokens = {k: int(v) for k, v in usage.items() if isinstance(v, int)}
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if not isinstance(delta, dict):
+                continue
+            if delta.get("reasoning_content"):
+                self.first_reasoning_ns = self.first_reasoning_ns or ev.t_ns
+                self.times_ns.append(ev.t_ns)
+            if delta.get("content"):
+                self.first_content_ns = self.first_content_ns or ev.t_ns
+                if not delta.get("reasoning_content"):
+                    self.times_ns.append(ev.t_ns)
+        return False
+
+
+def api_key(settings: SseSettings) -> str | None:
+    if settings.api_key_file:
+        try:
+            return Path(settings.api_key_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise SetupError(f"sse api_key_file {settings.api_key_file}: {exc.strerror or exc}") from None
+    if settings.api_key_env:
+        value = os.environ.get(settings.api_key_env)
+        if not value:
+            raise SetupError(f"sse api_key_env: ${settings.api_key_env} is not set")
+        return value
+    return None
+
+
+async def run(target: ProbeTarget, settings: SseSettings, ctx: ProbeContext) -> SseResult:
+    async with new_session() as session:
+        return await read_stream(session, target, settings)
+
+
+async def read_stream(session: aiohttp.ClientSession, target: ProbeTarget, settings: SseSettings,
+                      key: str | None = None) -> SseResult:
+    """One exchange on `session`; every failure of the network or the server is a classified result."""
+    url = target.url or target.host
+    started = utc_now()
+    t0 = time.monotonic()
+    headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity", "Cache-Control": "no-cache"}
+    interp: _Emitter | _OpenAI
+    comments = 0
+
+    def on_comment(_c: SseComment) -> None:
+        nonlocal comments
+        comments += 1
+
+    if settings.mode == "openai":
+        key = key if key is not None else api_key(settings)
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        body: Any = {"model": settings.model, "messages": [m.model_dump() for m in settings.messages],
+                     "max_tokens": settings.max_tokens, "stream": True,
+                     "stream_options": {"include_usage": True}, **settings.extra_body}
+        interp, method = _OpenAI(), "POST"
+    else:
+        interp, method, body = _Emitter(), "GET", None
+    cap = await stream(session, method, url, headers=headers, body=body, limits=settings.limits(),
+                       on_event=interp.on_event, on_comment=on_comment)
+    if interp.problem is not None and cap.error_kind is None:
+        cap.error_kind, cap.error, cap.completed = "malformed", interp.problem, False
+    return _result(target, settings, started, t0, cap, interp, comments)
+
+
+def _result(target: ProbeTarget, settings: SseSettings, started: Any, t0: float, cap: Capture,
+            interp: _Emitter | _OpenAI, comments: int) -> SseResult:
+    times = [cap.ms_after_written(t) or 0.0 for t in interp.times_ns]
+    gaps = metrics.gaps(times)
+    n_stalls, stall_total = metrics.stalls(gaps, settings.stall_ms, settings.stall_k)
+    first = times[0] if times else None
+    r = SseResult(
+        probe="sse", host=target.host, started_at=started, status="ok", mode=settings.mode,
+        url=target.url or target.host, http_status=cap.status, dns_ms=cap.dns_ms, connect_ms=cap.connect_ms,
+        ttfb_ms=cap.ms_after_written(cap.headers_ns), first_event_ms=first, events=len(times),
+        comments=comments, gaps_ms=metrics.gap_summary(gaps), stalls=n_stalls, stall_ms_total=stall_total,
+        duration_s=(cap.ms_after_written(cap.end_ns) or 0.0) / 1000.0, bytes=cap.bytes,
+        reused_connection=cap.reused, content_encoding=cap.content_encoding, content_type=cap.content_type,
+        completed=cap.completed and cap.error_kind is None, error_kind=cap.error_kind, error=cap.error,
+        duration_ms=(time.monotonic() - t0) * 1000)
+    if isinstance(interp, _Emitter) and interp.times_ns:
+        arrival_ms = [t / 1e6 for t in interp.times_ns]
+        r.delay_var_ms = metrics.delay_variation(arrival_ms, interp.server_ms)
+    # mean time per event after the first: per output token in openai mode (TPOT), the pace in emitter mode
+    r.tpot_ms = metrics.tpot(times[0], times[-1], len(times)) if times else None
+    if isinstance(interp, _OpenAI):
+        r.first_reasoning_ms = cap.ms_after_written(interp.first_reasoning_ns)
+        r.first_content_ms = cap.ms_after_written(interp.first_content_ns)
+        r.tokens = interp.tokens
+    if cap.error_kind is not None:
+        r.status = "error" if cap.error_kind == "dns" else "down"
+    elif not times:
+        r.status, r.error_kind, r.error = "down", "no_events", "the stream ended without a content event"
+    r.sent, r.received = 1, int(r.status == "ok")
+    r.loss_pct = 0.0 if r.status == "ok" else 100.0
+    r.samples_ms = [first] if first is not None else []
+    return r
+
+
+async def sweep(url: str, settings: SseSettings, levels: Sequence[int]) -> dict[str, Any]:
+    """Per level, that many streams at once on fresh connections: TTFT and TPOT p50/p95, errors."""
+    key = api_key(settings) if settings.mode == "openai" else None
+    target = ProbeTarget(id=url, host=urlsplit(url).hostname or url, url=url)
+    out = []
+    async with new_session() as session:
+        for level in levels:
+            results = await asyncio.gather(*(read_stream(session, target, settings, key)
+                                             for _ in range(level)))
+            ttft = [r.first_event_ms for r in results if r.first_event_ms is not None and r.status == "ok"]
+            tpot = [r.tpot_ms for r in results if r.status == "ok"]
+            errors: dict[str, int] = {}
+            for r in results:
+                if r.status != "ok":
+                    errors[r.error_kind or r.status] = errors.get(r.error_kind or r.status, 0) + 1
+            out.append({"concurrency": level, "ttft_ms": _p50_p95(ttft),
+                        "tpot_ms": _p50_p95([v for v in tpot if v is not None]),
+                        "errors": sum(errors.values()), "error_kinds": errors})
+    return {"url": url, "mode": settings.mode, "levels": out}
+
+
+def _p50_p95(values: list[float]) -> dict[str, float] | None:
+    if not values:
+        return None
+    s = sorted(values)
+    return {"p50": percentile(s, 50), "p95": percentile(s, 95)}
+
+
+SPEC = ProbeSpec(name="sse", settings_model=SseSettings, run=run)

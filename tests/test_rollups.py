@@ -105,3 +105,39 @@ def test_sketch_serialisation_round_trips() -> None:
 
 def test_merge_hours_of_nothing_is_none() -> None:
     assert merge_hours([]) is None
+
+
+def _sse_envelope(ts: datetime, first: float, gap_p95: float, stalls: int, seconds: float,
+                  delay_p95: float, status: str = "ok") -> dict[str, object]:
+    from test_store_helpers import AGENT, TARGET
+
+    from netprobe.results import SseResult, envelope
+
+    result = SseResult(probe="sse", host="h", started_at=ts, status=status,  # type: ignore[arg-type]
+                       first_event_ms=first,
+                       gaps_ms={"p50": 20.0, "p95": gap_p95, "p99": gap_p95, "max": 900.0},
+                       stalls=stalls, duration_s=seconds, delay_var_ms={"p50": 0.5, "p95": delay_p95},
+                       sent=1, received=int(status == "ok"), loss_pct=0.0 if status == "ok" else 100.0,
+                       samples_ms=[first] if status == "ok" else [])
+    return envelope(result, AGENT, TARGET)
+
+
+async def test_sse_streams_roll_up_first_event_gap_stalls_and_delay(tmp_path: Path) -> None:
+    """First-event percentiles from the sketch; gap p95 and delay-variation p95 as means over streams;
+    stalls per minute of streamed time — through the real store, merged across hours."""
+    envs = [_sse_envelope(T0, 100.0, 30.0, 1, 60.0, 2.0),
+            _sse_envelope(T0 + timedelta(minutes=5), 140.0, 50.0, 3, 30.0, 4.0),
+            _sse_envelope(T0 + timedelta(hours=1), 120.0, 40.0, 0, 30.0, 3.0),
+            _sse_envelope(T0 + timedelta(hours=1, minutes=5), 999.0, 999.0, 9, 9.0, 99.0, status="down")]
+    store = await open_store(f"sqlite:///{tmp_path / 'r.db'}")
+    try:
+        await store.write(envs)
+        window = await store.window_stats(None, None, "sse", T0, T0 + timedelta(hours=2))
+    finally:
+        await store.close()
+    assert window is not None and window.rounds == 4 and window.error_rounds == 1
+    assert window.rtt_p50_ms == pytest.approx(120.0, rel=0.011)       # first event, ok streams only
+    assert window.gap_p95_ms == pytest.approx(40.0)                     # (30 + 50 + 40) / 3
+    assert window.delay_var_p95_ms == pytest.approx(3.0)
+    assert window.stalls_per_min == pytest.approx(4 / 2.0)              # 4 stalls in 120 s of streams
+    assert window.loss_pct == 25.0

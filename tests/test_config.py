@@ -262,3 +262,10 @@ def test_error_message_never_shows_a_storage_password() -> None:
     found = problems(AGENT + '[storage]\nurl = "postgresql://u:hunter2@db:notaport/x"\n' + TARGET)
     assert len(found) == 1 and found[0].startswith("storage.url:"), found
     assert "hunter2" not in found[0] and "u:***@db" in found[0]
+
+
+def test_sse_needs_a_url() -> None:
+    found = problems(AGENT + '[[targets]]\nid = "x"\nhost = "h.example.net"\nprobes = ["sse"]\n')
+    assert len(found) == 1 and "sse_url: required when probes include sse" in found[0], found
+    found = problems(AGENT + '[[targets]]\nid = "x"\nhost = "h"\nprobes = ["sse"]\nsse_url = "ftp://h/x"\n')
+    assert found and "not an http:// or https:// URL" in found[0], found

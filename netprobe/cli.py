@@ -20,12 +20,14 @@ def _register() -> None:
     from netprobe.lab.cli import app as lab_app
     from netprobe.probe_cli import app as probe_app
     from netprobe.store.cli import app as db_app
+    from netprobe.target.cli import target as target_cmd
 
     app.add_typer(probe_app, name="probe", help="Run one probe now and print what it measured.")
     app.add_typer(agent_app, name="agent", help="Run the scheduled agent.")
     app.add_typer(config_app, name="config", help="Validate configuration files.")
     app.add_typer(db_app, name="db", help="Database maintenance.")
     app.add_typer(lab_app, name="lab", help="Emulated routes for demos and tests (root).")
+    app.command("target")(target_cmd)  # one command, not a group: `netprobe target --listen …`
 
 
 _register()

@@ -1,4 +1,4 @@
-"""systemd/netprobe-agent.service: hardened (exposure ≤ 2.0), CAP_NET_RAW only, and valid."""
+"""systemd units: hardened (exposure ≤ 2.0) and valid; the agent has CAP_NET_RAW only, the target none."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 UNIT = Path(__file__).resolve().parents[1] / "systemd" / "netprobe-agent.service"
+TARGET_UNIT = UNIT.with_name("netprobe-target.service")
+UNITS = [UNIT, TARGET_UNIT]
 INSTALLED_PATH = "/usr/local/bin/netprobe"
 MAX_EXPOSURE = 2.0
 
@@ -19,9 +21,9 @@ needs_analyze = pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze not 
                                    "(apt-get install systemd) to check the unit")
 
 
-def directives() -> dict[str, list[str]]:
+def directives(unit: Path = UNIT) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    for line in UNIT.read_text(encoding="utf-8").splitlines():
+    for line in unit.read_text(encoding="utf-8").splitlines():
         line = line.strip()
         if line and not line.startswith(("#", ";", "[")):
             key, _, value = line.partition("=")
@@ -52,10 +54,28 @@ def test_every_relaxation_is_commented() -> None:
     assert re.search(r"^#.*IPAddressDeny", text, re.M), "say why there is no IPAddressDeny="
 
 
+def test_target_unit_pins() -> None:
+    d = directives(TARGET_UNIT)
+    assert d["ExecStart"] == [f"{INSTALLED_PATH} target --listen 0.0.0.0:8473"]
+    assert d["Type"] == ["simple"]
+    # no capabilities at all: it only listens on a TCP port ≥ 1024
+    assert d["CapabilityBoundingSet"] == [""] and d["AmbientCapabilities"] == [""]
+    assert d["DynamicUser"] == ["yes"] and "User" not in d and d["PrivateUsers"] == ["yes"]
+    assert d["NoNewPrivileges"] == ["yes"] and d["ProtectSystem"] == ["strict"]
+    assert d["SocketBindAllow"] == ["tcp:8473"] and d["SocketBindDeny"] == ["any"]
+    assert d["KillSignal"] == ["SIGTERM"] and d["RestartPreventExitStatus"] == ["2"]
+    lines = TARGET_UNIT.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        if re.match(r"^PrivateNetwork=no$", line):
+            assert lines[i - 1].startswith("#"), f"{line} needs a comment saying why"
+    assert re.search(r"^#.*IPAddressDeny", "\n".join(lines), re.M), "say why there is no IPAddressDeny="
+
+
 @needs_analyze
-def test_security_exposure_within_goal() -> None:
+@pytest.mark.parametrize("unit", UNITS, ids=lambda u: u.stem)
+def test_security_exposure_within_goal(unit: Path) -> None:
     assert ANALYZE is not None
-    run = subprocess.run([ANALYZE, "security", "--offline=true", "--no-pager", str(UNIT)],
+    run = subprocess.run([ANALYZE, "security", "--offline=true", "--no-pager", str(unit)],
                          capture_output=True, text=True, timeout=120, check=False)
     output = run.stdout + run.stderr
     m = re.search(r"Overall exposure level for \S+: (\d+(?:\.\d+)?)", output)
@@ -74,13 +94,14 @@ def installed_netprobe() -> str:
 
 
 @needs_analyze
-def test_systemd_analyze_verify(tmp_path: Path) -> None:
+@pytest.mark.parametrize("unit", UNITS, ids=lambda u: u.stem)
+def test_systemd_analyze_verify(unit: Path, tmp_path: Path) -> None:
     # verify checks that ExecStart= exists; on a test machine netprobe is installed wherever pip put it,
     # so check a copy that points there. Every other line is verified exactly as shipped.
     assert ANALYZE is not None
-    text = UNIT.read_text(encoding="utf-8")
+    text = unit.read_text(encoding="utf-8")
     assert text.count(INSTALLED_PATH) == 1
-    copy = tmp_path / UNIT.name
+    copy = tmp_path / unit.name
     copy.write_text(text.replace(INSTALLED_PATH, installed_netprobe()), encoding="utf-8")
     run = subprocess.run([ANALYZE, "verify", "--man=no", str(copy)], capture_output=True, text=True,
                          timeout=120, check=False)

@@ -1,0 +1,80 @@
+"""The emitter's aiohttp application and the server loop `netprobe target` runs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from aiohttp import web
+
+from netprobe.errors import UsageError
+from netprobe.logs import log_event
+from netprobe.target.chat import handle_chat
+from netprobe.target.params import Limits
+from netprobe.target.sse import handle_sse
+from netprobe.target.stream import CONFIG, TargetConfig
+
+__all__ = ["Limits", "make_app", "serve", "start"]
+
+log = logging.getLogger("netprobe.target")
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+def make_app(api_key: str | None = None, limits: Limits = Limits()) -> web.Application:
+    """/sse, /v1/chat/completions (bearer `api_key` when given) and /healthz, bounded by `limits`."""
+    app = web.Application(client_max_size=limits.max_body_bytes)
+    app[CONFIG] = TargetConfig(api_key=api_key, limits=limits)
+    app.router.add_get("/sse", handle_sse, allow_head=False)
+    app.router.add_post("/v1/chat/completions", handle_chat)
+    app.router.add_get("/healthz", healthz)
+    return app
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+async def start(app: web.Application, host: str, port: int, *, grace: float = 2.0) -> web.AppRunner:
+    """Serve `app` on host:port now (port 0: any free one, see `runner.addresses`); cleanup() stops it.
+
+    A port that cannot be bound (in use, privileged, unknown host) is a UsageError (exit 2).
+    """
+    # handler_cancellation: a client that hangs up mid-think or mid-pause frees its handler at once.
+    runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=grace)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise UsageError(f"cannot listen on {_url(host, port)}: {exc.strerror or exc}") from None
+    return runner
+
+
+async def serve(host: str, port: int, *, api_key: str | None = None, limits: Limits = Limits(),
+                grace: float = 2.0, stop: asyncio.Event | None = None) -> None:
+    """Serve until SIGTERM/SIGINT (or `stop` is set), then shut down gracefully.
+
+    Shutdown stops accepting at once; streams in flight get `grace` seconds to end, then are cut.
+    """
+    loop = asyncio.get_running_loop()
+    stop = stop if stop is not None else asyncio.Event()
+    # Handlers first: a signal that arrives once "listening" is logged must stop us cleanly (exit 0).
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        runner = await start(make_app(api_key, limits), host, port, grace=grace)
+        try:
+            for sockname in runner.addresses:
+                log_event(log, "info", "target listening", url=_url(sockname[0], sockname[1]),
+                          auth="bearer" if api_key else "none")
+            await stop.wait()
+            log_event(log, "info", "target stopping", grace_s=grace)
+        finally:
+            await runner.cleanup()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)

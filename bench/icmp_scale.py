@@ -6,7 +6,7 @@ Brings up agents/lab-bench.toml (one route, fixed delay), then pings N addresses
 1 Hz each with netprobe's engine and with fping side by side from the agent namespace. Prints CPU
 per echo (start-up excluded: measured between the warm-up mark and the end), the per-target mean
 RTT difference and false loss, with the ratios the issue sets (CPU ≤ 1.5× fping, |Δmean| ≤ 0.3 ms).
-Every vCPU is kept busy by a SCHED_IDLE spinner during the run (see keep_awake; --no-keep-awake).
+Every vCPU is kept busy by a SCHED_IDLE spinner during the run (see netprobe.lab.awake; --no-keep-awake).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,26 +44,6 @@ def steal_ms() -> dict[str, float]:
         if f[0].startswith("cpu") and f[0] != "cpu" and len(f) > 8:
             out[f[0]] = int(f[8]) * 1000.0 / CLK
     return out
-
-
-@contextlib.contextmanager
-def keep_awake(cpus: list[int]) -> Iterator[None]:
-    """One SCHED_IDLE spinner per CPU, so no vCPU ever halts.
-
-    On a VM a halted vCPU can take milliseconds to be run again once work arrives (steal time):
-    measured here, 1-2 % of every second went to such stalls of 3-20 ms, which delay whatever
-    packets the relay holds at that moment. They hit fping's and netprobe's echoes at different
-    moments, so a per-target comparison measured the lab, not the tools. With every vCPU kept
-    busy at the lowest priority (anything else runs first) steal fell to ~0.
-    """
-    code = "import os; os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\nwhile True: pass"
-    procs = [subprocess.Popen(["taskset", "-c", str(c), sys.executable, "-c", code]) for c in cpus]
-    try:
-        yield
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
 
 
 async def _runner(targets: list[str], seconds: int, interval: float) -> None:
@@ -122,6 +101,7 @@ def main() -> int:
         return 0
 
     from netprobe.lab import api as lab
+    from netprobe.lab.awake import keep_awake
 
     state = lab.up(args.spec, replace=True)
     route = next(iter(state.routes.values()))

@@ -1,0 +1,121 @@
+"""The sse probe on the lab: `netprobe target` in each datacenter namespace, the probe in the agent's,
+every byte through the relay's delay, jitter and loss."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from lab_support import LabState, agent_exec, running_lab
+
+from netprobe.lab.awake import keep_awake
+
+pytestmark = pytest.mark.lab
+
+PORT = 8473
+SPEC: dict[str, Any] = {
+    "lab": {"seed": 3},
+    "routes": [
+        {"id": "clean", "datacenter": "hk", "line": "cn2-gia", "rtt_ms": 20.0},
+        {"id": "jittery", "datacenter": "tokyo", "line": "163",
+         "forward": {"delay_ms": 10.0, "jitter_ms": 4.0}, "reverse": {"delay_ms": 10.0, "jitter_ms": 4.0}},
+        {"id": "lossy", "datacenter": "singapore", "line": "163",
+         "forward": {"delay_ms": 10.0, "loss_pct": 8.0}, "reverse": {"delay_ms": 10.0, "loss_pct": 8.0}},
+    ],
+}
+FIRST_EVENT_TOLERANCE_MS = 2.0
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[LabState]:
+    # timing to the millisecond: keep the VM's vCPUs from halting (see netprobe.lab.awake)
+    with keep_awake(), running_lab(SPEC) as state:
+        servers = [subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-m", "netprobe.cli",
+                                     "target", "--listen", f"0.0.0.0:{PORT}"], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+                   for ns in sorted({r.namespace for r in state.routes.values()})]
+        try:
+            for route in state.routes.values():
+                _wait_healthy(route.ipv4)
+            yield state
+        finally:
+            for s in servers:
+                s.terminate()
+            for s in servers:
+                s.wait(timeout=10)
+
+
+def _wait_healthy(address: str) -> None:
+    for _ in range(100):
+        out = agent_exec([sys.executable, "-c", "import urllib.request as u; "
+                          f"u.urlopen('http://{address}:{PORT}/healthz', timeout=1).read()"])
+        if out.returncode == 0:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"netprobe target on {address} did not come up")
+
+
+def read(url: str, netns: str | None = None, **settings: Any) -> dict[str, Any]:
+    """One stream read from the agent namespace (or `netns`) through the probe's own API."""
+    script = (
+        "import asyncio, json, sys\n"
+        "from netprobe.probes.base import ProbeContext, ProbeTarget\n"
+        "from netprobe.probes.sse import SseSettings, run\n"
+        "from netprobe.resolve import Resolver\n"
+        "url, settings = sys.argv[1], json.loads(sys.argv[2])\n"
+        "r = asyncio.run(run(ProbeTarget(id='t', host='x', url=url), SseSettings(**settings),\n"
+        "                    ProbeContext(resolver=Resolver())))\n"
+        "print(json.dumps(r.to_dict()))\n")
+    cmd = [sys.executable, "-c", script, url, json.dumps(settings)]
+    out = (agent_exec(cmd, timeout=120) if netns is None else
+           subprocess.run(["ip", "netns", "exec", netns, *cmd], capture_output=True, text=True, timeout=120))
+    assert out.returncode == 0, out.stderr
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
+
+
+def test_first_event_is_rtt_plus_think_time(lab: LabState) -> None:
+    """Through the route: the server's think time (as it really is: the same server read over its own
+    loopback, where asyncio's timers oversleep by up to a millisecond or two on this VM) plus the RTT."""
+    route = lab.routes["clean"]
+    for think in (0, 150):
+        query = f"/sse?count=5&interval_ms=20&think_ms={think}"
+        local = [read(f"http://127.0.0.1:{PORT}{query}", netns=route.namespace) for _ in range(3)]
+        remote = [read(f"http://{route.ipv4}:{PORT}{query}") for _ in range(3)]
+        assert all(r["status"] == "ok" for r in local + remote), local + remote
+        think_real = statistics.median(r["first_event_ms"] for r in local)
+        assert think <= think_real <= think + 3.0
+        first = statistics.median(r["first_event_ms"] for r in remote)
+        assert abs(first - (route.rtt_ms + think_real)) <= FIRST_EVENT_TOLERANCE_MS, (first, think_real)
+        ttfb = statistics.median(r["ttfb_ms"] for r in remote)
+        assert abs(ttfb - route.rtt_ms) <= FIRST_EVENT_TOLERANCE_MS  # headers leave before the think
+
+
+def test_a_server_pause_is_exactly_one_stall(lab: LabState) -> None:
+    route = lab.routes["clean"]
+    r = read(f"http://{route.ipv4}:{PORT}/sse?count=40&interval_ms=20&pause_at=20&pause_ms=500")
+    assert r["status"] == "ok" and r["events"] == 40
+    assert r["stalls"] == 1 and abs(r["stall_ms_total"] - 520) <= 10, r
+
+
+def test_delay_variation_rises_with_jitter(lab: LabState) -> None:
+    calm = read(f"http://{lab.routes['clean'].ipv4}:{PORT}/sse?count=100&interval_ms=20")
+    rough = read(f"http://{lab.routes['jittery'].ipv4}:{PORT}/sse?count=100&interval_ms=20")
+    assert calm["delay_var_ms"]["p95"] < 2.0, calm["delay_var_ms"]
+    assert rough["delay_var_ms"]["p95"] > calm["delay_var_ms"]["p95"] + 3.0, rough["delay_var_ms"]
+    assert rough["gaps_ms"]["p95"] > calm["gaps_ms"]["p95"]
+
+
+def test_loss_on_the_route_shows_as_stalls(lab: LabState) -> None:
+    """A lost segment waits for TCP's retransmission (≥ 200 ms here) and holds back the events after it."""
+    settings = {"stall_ms": 150.0, "stall_k": 2.0}
+    clean = read(f"http://{lab.routes['clean'].ipv4}:{PORT}/sse?count=80&interval_ms=100", **settings)
+    lossy = read(f"http://{lab.routes['lossy'].ipv4}:{PORT}/sse?count=80&interval_ms=100", **settings)
+    assert clean["stalls"] == 0, clean["gaps_ms"]
+    assert lossy["stalls"] >= 1 and lossy["status"] == "ok", lossy

@@ -3,16 +3,18 @@ every byte through the relay's delay, jitter and loss."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from lab_support import LabState, agent_exec, running_lab
+from lab_support import LabState, agent_exec, agent_process, running_lab
 
 from netprobe.lab.awake import keep_awake
 
@@ -119,3 +121,57 @@ def test_loss_on_the_route_shows_as_stalls(lab: LabState) -> None:
     lossy = read(f"http://{lab.routes['lossy'].ipv4}:{PORT}/sse?count=80&interval_ms=100", **settings)
     assert clean["stalls"] == 0, clean["gaps_ms"]
     assert lossy["stalls"] >= 1 and lossy["status"] == "ok", lossy
+
+
+AGENT_CONFIG = """
+[agent]
+id = "lab-sse"
+region = "cn-east"
+isp = "telecom"
+timezone = "Asia/Shanghai"
+
+[storage]
+url = "sqlite:///{db}"
+
+[probes.sse]
+every = "2s"
+timeout = "1.5s"
+
+[[targets]]
+id = "clean"
+host = "{address}"
+probes = ["sse"]
+sse_url = "http://{address}:{port}/sse?count=20&interval_ms=40&pause_at=10&pause_ms=300"
+"""
+
+
+def test_agent_streams_and_rolls_up(lab: LabState, tmp_path: Path) -> None:
+    """Scheduled sse rounds stored, and their hour: first event, gap p95, one stall per stream."""
+    db, cfg = tmp_path / "sse.db", tmp_path / "agent.toml"
+    route = lab.routes["clean"]
+    cfg.write_text(AGENT_CONFIG.format(db=db, address=route.ipv4, port=PORT))
+    agent = agent_process(cfg, 9)
+    _, err = agent.communicate(timeout=60)
+    assert agent.returncode == 0, err
+    rows, window = asyncio.run(_read(db))
+    assert len(rows) >= 3 and all(r["result"]["status"] == "ok" for r in rows), rows
+    assert all(r["result"]["stalls"] == 1 for r in rows)
+    assert window is not None and window.rounds == len(rows)
+    assert window.rtt_p50_ms is not None and abs(window.rtt_p50_ms - route.rtt_ms) <= 3.0  # first event
+    assert window.gap_p95_ms is not None and 40 <= window.gap_p95_ms <= 340
+    assert window.stalls_per_min is not None and window.stalls_per_min > 0
+
+
+async def _read(db: Path) -> tuple[list[dict[str, Any]], Any]:
+    from datetime import UTC, datetime, timedelta
+
+    from netprobe.store import open_store
+
+    store = await open_store(f"sqlite:///{db}", upgrade=False)
+    try:
+        now = datetime.now(UTC)
+        window = await store.window_stats("lab-sse", "clean", "sse", now - timedelta(hours=2),
+                                          now + timedelta(hours=1))
+        return await store.results("lab-sse"), window
+    finally:
+        await store.close()

@@ -13,7 +13,6 @@ import math
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -232,13 +231,25 @@ def test_agent_stores_traces_and_one_event_per_path_change(lab: LabState, asn_db
     original.write_text(spec_toml(SPEC))
     changed.write_text(spec_toml(moved))
     agent = agent_process(cfg, 14)
+    assert agent.stderr is not None
+    log: list[str] = []
     try:
-        time.sleep(7)
-        api.set_impairments(changed)
-        _, err = agent.communicate(timeout=60)
+        # Re-path right after a trace of gt ends (its log line), not in the middle of one: a trace that
+        # spans the change sees both routers at hop 3 — a path of its own, and a second change.
+        traced = 0
+        for line in agent.stderr:
+            log.append(line)
+            if "probe=mtr" in line and "target=gt " in line:
+                traced += 1
+                if traced == 2:
+                    api.set_impairments(changed)
+                    break
+        log += agent.stderr.readlines()
+        agent.wait(timeout=60)
     finally:
         api.set_impairments(original)
-    assert agent.returncode == 0, err
+    err = "".join(log)
+    assert agent.returncode == 0 and traced == 2, err
     results, events, window = asyncio.run(_read_agent_db(db))
     traces = {t: [r["result"] for r in results if r["probe"] == "mtr" and r["target"]["id"] == t]
               for t in ("gt", "gia")}

@@ -4,6 +4,7 @@ server (sse-starlette on uvicorn), and the command line."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import resource
@@ -23,6 +24,7 @@ from netprobe.probes.sse import SseSettings
 from netprobe.probes.sse import run as sse_run
 from netprobe.resolve import Resolver
 from netprobe.results import SseResult
+from netprobe.sse.parser import SseEvent
 
 Handler = Callable[[web.Request], Any]
 
@@ -318,3 +320,61 @@ def test_cli_json_and_sweep() -> None:
     levels = json.loads(sweep.stdout)["levels"]
     assert [lv["concurrency"] for lv in levels] == [1, 4] and all(lv["errors"] == 0 for lv in levels)
     assert all(set(lv["ttft_ms"]) == {"p50", "p95"} and set(lv["tpot_ms"]) == {"p50", "p95"} for lv in levels)
+
+
+async def test_events_carry_kernel_arrival_times_not_the_loops(target_url: str) -> None:
+    """`netprobe target` (another process) sends every 100 ms; the reader's loop is blocked from 70 to
+    150 ms after the first event, so the second is read 50 ms late — yet keeps the time it arrived
+    (the kernel's stamp), not the time the loop got round to reading it."""
+    from netprobe.sse.client import Limits, new_session, stream
+
+    seen: list[SseEvent] = []
+
+    def on_event(ev: SseEvent) -> bool:
+        seen.append(ev)
+        if len(seen) == 1:
+            asyncio.get_running_loop().call_later(0.07, time.sleep, 0.08)  # a busy event loop
+        return False
+
+    async with new_session() as session:
+        cap = await stream(session, "GET", f"{target_url}/sse?count=3&interval_ms=100", headers={}, body=None,
+                           limits=Limits(), on_event=on_event, on_comment=lambda c: None)
+    assert cap.completed and len(seen) == 3
+    gaps = [(b.t_ns - a.t_ns) / 1e6 for a, b in itertools.pairwise(seen)]
+    assert all(95 < g < 105 for g in gaps), gaps
+
+
+@pytest.fixture(scope="module")
+def target_url() -> Iterator[str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "netprobe.cli", "target", "--listen", f"127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+async def test_against_netprobe_target_both_modes(target_url: str) -> None:
+    r = await probe(f"{target_url}/sse?count=20&interval_ms=20&think_ms=50")
+    assert r.status == "ok" and r.events == 20 and r.first_event_ms is not None and r.first_event_ms >= 50
+    assert r.delay_var_ms is not None and r.delay_var_ms["p95"] < 5 and r.stalls == 0
+    r = await probe(f"{target_url}/v1/chat/completions", mode="openai", max_tokens=8,
+                    extra_body={"reasoning_tokens": 3, "interval_ms": 10, "think_ms": 30})
+    assert r.status == "ok" and r.completed and r.events == 11, r.error
+    assert r.first_reasoning_ms is not None and r.first_content_ms is not None
+    assert r.first_reasoning_ms < r.first_content_ms and r.tokens and r.tokens.get("completion_tokens")
+
+
+def test_kernel_stamps_fall_back_when_the_transport_is_not_asyncios() -> None:
+    from netprobe.sse.kstamps import KernelStamps
+
+    assert KernelStamps.attach(object(), 0) is None

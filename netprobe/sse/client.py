@@ -19,6 +19,7 @@ from typing import Any
 
 import aiohttp
 
+from netprobe.sse.kstamps import KernelStamps
 from netprobe.sse.parser import SseComment, SseEvent, SseParser, SseTooLarge
 
 READ_CHUNK = 64 * 1024
@@ -130,6 +131,7 @@ async def _exchange(session: aiohttp.ClientSession, method: str, url: str, heade
             cap.error = f"expected Content-Type text/event-stream, got {cap.content_type or 'none'}"
             return
         loop = asyncio.get_running_loop()
+        stamps = KernelStamps.attach(resp, cap.headers_ns)
         idle = asyncio.timeout(limits.idle_s)
         try:
             async with idle:
@@ -139,7 +141,8 @@ async def _exchange(session: aiohttp.ClientSession, method: str, url: str, heade
                     cap.bytes += len(chunk)
                     if cap.bytes > limits.max_total_bytes:
                         raise SseTooLarge(f"the stream passed {limits.max_total_bytes} bytes")
-                    for item in parser.feed(chunk, now):
+                    arrived = (stamps.stamp_for(cap.bytes) if stamps is not None else None) or now
+                    for item in parser.feed(chunk, arrived):
                         if isinstance(item, SseComment):
                             on_comment(item)
                         elif on_event(item):

@@ -17,6 +17,7 @@ import pytest
 
 from netprobe.lab import api
 from netprobe.lab.addressing import AGENT_NS
+from netprobe.lab.awake import keep_awake
 from netprobe.lab.state import LabState
 
 __all__ = ["LabState", "agent_exec", "agent_process", "ping_rtts", "ping_summary", "require_root",
@@ -85,10 +86,12 @@ def write_spec(spec: dict[str, Any] | Path, directory: Path) -> Path:
 def running_lab(spec: dict[str, Any] | Path) -> Iterator[LabState]:
     """Bring a lab up (replacing any leftover one), yield its state, always bring it down.
 
-    Tests run serially and share the one set of lab namespaces: one lab at a time.
+    Tests run serially and share the one set of lab namespaces: one lab at a time. While it is up
+    the VM's vCPUs are kept from halting (netprobe.lab.awake): their wake-up stalls of several ms
+    would otherwise land in the RTTs the tests compare with the configured delay.
     """
     require_root()
-    with tempfile.TemporaryDirectory(prefix="netprobe-lab-") as tmp:
+    with keep_awake(), tempfile.TemporaryDirectory(prefix="netprobe-lab-") as tmp:
         path = write_spec(spec, Path(tmp))
         state = api.up(path, replace=True)
         try:

@@ -16,8 +16,6 @@ from typing import Any
 import pytest
 from lab_support import LabState, agent_exec, agent_process, running_lab
 
-from netprobe.lab.awake import keep_awake
-
 pytestmark = pytest.mark.lab
 
 PORT = 8473
@@ -36,8 +34,7 @@ FIRST_EVENT_TOLERANCE_MS = 2.0
 
 @pytest.fixture(scope="module")
 def lab() -> Iterator[LabState]:
-    # timing to the millisecond: keep the VM's vCPUs from halting (see netprobe.lab.awake)
-    with keep_awake(), running_lab(SPEC) as state:
+    with running_lab(SPEC) as state:  # which keeps the vCPUs awake: timing to the millisecond
         servers = [subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-m", "netprobe.cli",
                                      "target", "--listen", f"0.0.0.0:{PORT}"], stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL)

@@ -20,15 +20,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
+from netprobe import rxstamp
 from netprobe.errors import SetupError
 from netprobe.icmp import packets
 
 log = logging.getLogger("netprobe.icmp")
 
-SO_TIMESTAMPNS = 35  # SO_TIMESTAMPNS_OLD; same layout as the new one on 64-bit
 SO_RCVBUFFORCE = 33
-_TS = struct.Struct("qq")
-_ANC_SIZE = socket.CMSG_SPACE(_TS.size)
+_ANC_SIZE = rxstamp.ANC_SPACE
 _ID_SEQ = struct.Struct("!HH")
 _RCVBUF = 8 << 20
 _BUFSIZE = 65536 + 128
@@ -106,7 +105,7 @@ class _FamilySocket:
                 raise SetupError(f"this host has no {'IPv6' if self.v6 else 'IPv4'} support: {exc}") from exc
             raise
         self.sock.setblocking(False)
-        self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        rxstamp.enable(self.sock)
         try:
             self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, _RCVBUF)
         except OSError:
@@ -281,13 +280,7 @@ class IcmpEngine:
             except OSError as exc:  # e.g. an ICMP error queued on a ping socket; never fatal
                 log.debug("icmp recv error: %s", exc)
                 continue
-            rx_ns = 0
-            for level, kind, cdata in anc:
-                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-                    sec, nsec = _TS.unpack_from(cdata)
-                    rx_ns = sec * 1_000_000_000 + nsec
-            if not rx_ns:
-                rx_ns = time.time_ns()
+            rx_ns = rxstamp.rx_ns(anc) or time.time_ns()
             if v4raw:
                 if n < 20:
                     continue

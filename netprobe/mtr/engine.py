@@ -15,19 +15,16 @@ import errno
 import itertools
 import os
 import socket
-import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from netprobe import rxstamp
 from netprobe.errors import SetupError
 from netprobe.mtr import packets
 from netprobe.mtr.packets import Mode, Reply
 
-SO_TIMESTAMPNS = 35
 IPV6_CHECKSUM = 7
-_TS = struct.Struct("qq")
-_ANC = socket.CMSG_SPACE(_TS.size)
 ProbeKey = tuple[str, int, int]
 
 
@@ -265,7 +262,7 @@ def _raw(family: int, proto: int) -> socket.socket:
             raise SetupError(f"this host has no {v} support: {exc}") from exc
         raise
     sock.setblocking(False)
-    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    rxstamp.enable(sock)
     return sock
 
 
@@ -275,15 +272,11 @@ def _drain(sock: socket.socket, v6: bool) -> list[tuple[bytes, bytes, int]]:
     family = socket.AF_INET6 if v6 else socket.AF_INET
     while True:
         try:
-            data, anc, _flags, addr = sock.recvmsg(65535, _ANC)
+            data, anc, _flags, addr = sock.recvmsg(65535, rxstamp.ANC_SPACE)
         except (BlockingIOError, InterruptedError):
             return out
         except OSError:
             continue  # a queued ICMP error on the socket itself; never fatal
-        rx_ns = 0
-        for level, kind, cdata in anc:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-                sec, nsec = _TS.unpack_from(cdata)
-                rx_ns = sec * 1_000_000_000 + nsec
+        rx_ns = rxstamp.rx_ns(anc)
         src = socket.inet_pton(family, addr[0].split("%", 1)[0])
         out.append((data, src, rx_ns or time.time_ns()))

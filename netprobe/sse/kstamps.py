@@ -15,14 +15,11 @@ there (another event loop), `attach` returns None and the caller keeps its own t
 from __future__ import annotations
 
 import socket
-import struct
 import time
 from collections import deque
 from typing import Any
 
-SO_TIMESTAMPNS = 35
-_TS = struct.Struct("qq")
-_ANC = socket.CMSG_SPACE(_TS.size)
+from netprobe import rxstamp
 
 
 class KernelStamps:
@@ -44,7 +41,7 @@ class KernelStamps:
                 or not hasattr(reader, "total_bytes") or sock.type != socket.SOCK_STREAM):
             return None
         try:
-            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            rxstamp.enable(sock)
         except OSError:
             return None
         stamps = cls(transport, sock, reader, since_ns)
@@ -64,7 +61,7 @@ class KernelStamps:
         if t._conn_lost:
             return
         try:
-            data, anc, _flags, _addr = self._sock.recvmsg(t.max_size, _ANC)
+            data, anc, _flags, _addr = self._sock.recvmsg(t.max_size, rxstamp.ANC_SPACE)
         except (BlockingIOError, InterruptedError):
             return
         except (SystemExit, KeyboardInterrupt):
@@ -75,11 +72,7 @@ class KernelStamps:
         if not data:
             t._read_ready__on_eof()
             return
-        rx_ns = 0
-        for level, kind, cdata in anc:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-                sec, nsec = _TS.unpack_from(cdata)
-                rx_ns = sec * 1_000_000_000 + nsec
+        rx_ns = rxstamp.rx_ns(anc)
         try:
             t._protocol.data_received(data)
         except (SystemExit, KeyboardInterrupt):

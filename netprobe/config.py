@@ -135,6 +135,29 @@ class GeoIPConfig(_Model):
         return Path(self.city_db) if self.city_db else None
 
 
+class MetricsConfig(_Model):
+    """[metrics]: the agent's Prometheus exporter; off unless `listen` is set."""
+
+    listen: str = Field(default="", description='HOST:PORT for GET /metrics, e.g. "127.0.0.1:9470"; "": off')
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        if value:
+            from netprobe.targets_file import check_host_port
+
+            check_host_port(value)  # ValueError names what is wrong
+        return value
+
+    def address(self) -> tuple[str, int] | None:
+        if not self.listen:
+            return None
+        from netprobe.targets_file import check_host_port
+
+        host, port = check_host_port(self.listen)
+        return host.strip("[]"), port
+
+
 class TargetConfig(_Model):
     """One [[targets]] entry. Per-probe overrides ([targets.icmp] …) are held by Config, not here."""
 
@@ -203,6 +226,7 @@ class Config(_Model):
     resolver: ResolverConfig = ResolverConfig()
     log: LogConfig = LogConfig()
     geoip: GeoIPConfig = GeoIPConfig()
+    metrics: MetricsConfig = MetricsConfig()
     classification: ClassificationConfig = ClassificationConfig()
     probes: Mapping[str, ProbeSettings] = Field(
         description="[probes.<name>] defaults, one entry per registered probe")
@@ -233,7 +257,7 @@ class Config(_Model):
 
 _SECTIONS: dict[str, type[BaseModel]] = {
     "agent": AgentConfig, "storage": StorageConfig, "resolver": ResolverConfig, "log": LogConfig,
-    "geoip": GeoIPConfig, "classification": ClassificationConfig,
+    "geoip": GeoIPConfig, "classification": ClassificationConfig, "metrics": MetricsConfig,
 }
 _TOP_KEYS = (*_SECTIONS, "probes", "targets")
 
@@ -285,7 +309,7 @@ def _build(data: dict[str, Any], problems: list[str]) -> Config | None:
     if problems:
         return None
     config = Config(agent=sections["agent"], storage=sections["storage"], resolver=sections["resolver"],
-                    log=sections["log"], geoip=sections["geoip"],
+                    log=sections["log"], geoip=sections["geoip"], metrics=sections["metrics"],
                     classification=sections["classification"], probes=defaults, targets=tuple(targets))
     config._effective.update(effective)
     return config

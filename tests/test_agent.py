@@ -194,3 +194,50 @@ def test_sigterm_cancels_a_long_round_and_still_exits_within_5s(tmp_path: Path) 
     assert "raised an exception" not in err and "Traceback" not in err
     assert "cancelled_rounds=0" not in err  # a 10 s round cannot finish inside the drain grace
     assert "cancelled_rounds=" in err
+
+
+def _scrape(pid: int, port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """GET /metrics inside the agent's own network namespace; {(sample name, labels): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    url = f"http://127.0.0.1:{port}/metrics"
+    get = f"import urllib.request as u; print(u.urlopen({url!r}, timeout=5).read().decode())"
+    out = subprocess.run(["nsenter", f"--net=/proc/{pid}/ns/net", sys.executable, "-c", get],
+                         capture_output=True, text=True, timeout=30, check=True)
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(out.stdout) for s in family.samples}
+
+
+def test_prometheus_exporter_serves_what_the_rounds_measured(tmp_path: Path) -> None:
+    db, cfg = tmp_path / "m.db", tmp_path / "agent.toml"
+    _write(cfg, db, PORT, '\n[metrics]\nlisten = "127.0.0.1:19470"\n')
+    daemon = Daemon(cfg)
+    try:
+        time.sleep(3.5)
+        samples = _scrape(daemon.proc.pid, 19470)
+    finally:
+        code, _, log = daemon.stop()
+    assert code == 0, log
+
+    def value(name: str, **labels: str) -> float:
+        hits = [v for (n, ls), v in samples.items() if n == name and set(labels.items()) <= set(ls)]
+        assert len(hits) == 1, (name, labels, hits)
+        return hits[0]
+
+    assert value("netprobe_rtt_seconds_count", target="lo4", probe="icmp") >= 3
+    assert value("netprobe_rtt_seconds_bucket", target="lo4", probe="icmp", le="0.001") == value(
+        "netprobe_rtt_seconds_count", target="lo4", probe="icmp")           # loopback: all under 1 ms
+    assert value("netprobe_rtt_seconds_count", target="lo4", probe="tcp") >= 2
+    assert value("netprobe_loss_ratio", target="lo4", probe="icmp") == 0.0
+    assert value("netprobe_probe_errors_total", target="nowhere", probe="icmp", kind="dns") >= 1
+    assert value("netprobe_rounds_total", target="lo6", probe="icmp", status="ok") >= 1
+    assert value("netprobe_sink_written_total", sink="store") >= 1
+    assert value("netprobe_sink_queue_depth", sink="store") >= 0
+
+
+def test_metrics_listen_must_be_host_port(tmp_path: Path) -> None:
+    cfg = tmp_path / "agent.toml"
+    _write(cfg, tmp_path / "x.db", PORT, '\n[metrics]\nlisten = "127.0.0.1"\n')
+    out = subprocess.run([sys.executable, "-m", "netprobe.cli", "config", "check", str(cfg)],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2 and "metrics.listen" in (out.stdout + out.stderr)

@@ -87,6 +87,8 @@ class Agent:
 
         def on_result(target: ProbeTarget, result: ProbeResult) -> None:
             self.rounds += 1
+            if metrics is not None:
+                metrics.observe(target, result)
             pipeline.put(envelope(result, self.config.agent_envelope(), target.as_envelope()))
             log_event(log, "info", "round", target=target.id, probe=result.probe, **round_fields(result))
 
@@ -100,6 +102,11 @@ class Agent:
                 await self.store.close()
                 raise
             icmp_socket = engine.socket_kind()
+        try:
+            metrics, exporter = await self._exporter(pipeline)
+        except BaseException:
+            await self.store.close()
+            raise
         scheduler = ProbeScheduler(ctx, on_result)
         scheduler.set_jobs(jobs)
         loop = asyncio.get_running_loop()
@@ -121,12 +128,31 @@ class Agent:
         cancelled = await scheduler.drain(DRAIN_GRACE)
         await pipeline.close(FLUSH_GRACE)
         await ctx.close()
+        if exporter is not None:
+            await exporter.cleanup()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.remove_signal_handler(sig)
         log_event(log, "info", "agent stopped", rounds=self.rounds, cancelled_rounds=cancelled,
                   skipped_runs=scheduler.skipped, dropped=sum(pipeline.dropped.values()),
                   stop_s=round(time.monotonic() - t0, 3))
         return 0
+
+    async def _exporter(self, pipeline: Pipeline) -> tuple[Any, Any]:
+        """The Prometheus exporter when [metrics] listen is set: (Metrics, its aiohttp runner)."""
+        address = self.config.metrics.address()
+        if address is None:
+            return None, None
+        from netprobe.agent.metrics import Metrics, serve
+        from netprobe.errors import SetupError
+
+        metrics = Metrics(pipeline.stats)
+        try:
+            runner = await serve(metrics, *address)
+        except OSError as exc:
+            raise SetupError(f"metrics.listen {self.config.metrics.listen}: {exc.strerror or exc}") from None
+        log_event(log, "info", "metrics exporter listening",
+                  url=f"http://{self.config.metrics.listen}/metrics")
+        return metrics, runner
 
     def _enrich(self, ctx: ProbeContext, old: Config | None) -> None:
         """GeoIP readers and line rules for mtr; databases reopened only when their paths change."""
@@ -149,6 +175,8 @@ class Agent:
             return
         if new.storage.url != self.config.storage.url:
             log.warning("storage.url changed; restart the agent to switch databases")
+        if new.metrics.listen != self.config.metrics.listen:
+            log.warning("metrics.listen changed; restart the agent to move the exporter")
         old, self.config = self.config, new
         setup_logging(new.log.level, new.log.format)
         self._enrich(ctx, old)

@@ -35,6 +35,11 @@ class Pipeline:
         self.written: dict[str, int] = {s.name: 0 for s in sinks}
         self.failures: dict[str, int] = {s.name: 0 for s in sinks}
 
+    def stats(self) -> dict[str, dict[str, int]]:
+        """Per sink: queued, dropped, failures (write attempts that failed), written."""
+        return {name: {"queued": len(q), "dropped": self.dropped[name], "failures": self.failures[name],
+                       "written": self.written[name]} for name, q in self._queues.items()}
+
     def start(self) -> None:
         self._tasks = [asyncio.create_task(self._writer(s), name=f"sink:{s.name}") for s in self._sinks]
 

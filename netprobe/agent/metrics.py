@@ -1,0 +1,106 @@
+"""Prometheus exporter of the agent (`[metrics] listen`): what each round measured, as it happens.
+
+Names follow Prometheus conventions: `netprobe_` prefix, base units in the name (seconds, ratio),
+counters end in `_total`. The registry is the agent's own (not the process-global default), served
+by aiohttp on the agent's event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+
+from aiohttp import web
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from netprobe.probes.base import ProbeTarget
+from netprobe.results import ProbeResult
+
+# 1 ms … 1 s: the span of a route's RTT (loopback to trans-Pacific 163 at peak), denser where lines differ
+RTT_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.1, 0.13, 0.16, 0.2, 0.25,
+               0.3, 0.4, 0.5, 0.75, 1.0)
+LABELS = ("target", "probe", "datacenter", "line")
+
+
+class _SinkCollector(Collector):
+    """Queue depth and counters of the result sinks, read when scraped."""
+
+    def __init__(self, stats: Callable[[], Mapping[str, Mapping[str, int]]]) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        stats = self._stats()
+        depth = GaugeMetricFamily("netprobe_sink_queue_depth", "Results queued for a sink", labels=["sink"])
+        dropped = CounterMetricFamily("netprobe_sink_dropped", "Results dropped by a full sink queue",
+                                      labels=["sink"])
+        errors = CounterMetricFamily("netprobe_sink_errors", "Failed sink writes (retried)", labels=["sink"])
+        written = CounterMetricFamily("netprobe_sink_written", "Results written by a sink", labels=["sink"])
+        for sink, s in sorted(stats.items()):
+            depth.add_metric([sink], s.get("queued", 0))
+            dropped.add_metric([sink], s.get("dropped", 0))
+            errors.add_metric([sink], s.get("failures", 0))
+            written.add_metric([sink], s.get("written", 0))
+        yield from (depth, dropped, errors, written)
+
+
+class Metrics:
+    def __init__(self, sink_stats: Callable[[], Mapping[str, Mapping[str, int]]] | None = None) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.rtt = Histogram("netprobe_rtt_seconds", "Round-trip times of every answered request (icmp, tcp "
+                             "connect, mtr destination) and sse first-event times", LABELS,
+                             buckets=RTT_BUCKETS, registry=r)
+        self.loss = Gauge("netprobe_loss_ratio", "Loss of the last round, 0-1 (mtr: path loss)", LABELS,
+                          registry=r)
+        self.jitter = Gauge("netprobe_jitter_seconds", "Jitter of the last round (mean |ΔRTT|)", LABELS,
+                            registry=r)
+        self.rounds = Counter("netprobe_rounds", "Probe rounds by status", (*LABELS, "status"), registry=r)
+        self.errors = Counter("netprobe_probe_errors", "Failed rounds by error kind", (*LABELS, "kind"),
+                              registry=r)
+        self.last = Gauge("netprobe_last_round_timestamp_seconds", "Unix time the last round started",
+                          LABELS, registry=r)
+        if sink_stats is not None:
+            r.register(_SinkCollector(sink_stats))
+
+    def observe(self, target: ProbeTarget, result: ProbeResult) -> None:
+        d = result.to_dict()
+        labels = (target.id, result.probe, target.datacenter, target.line)
+        self.rounds.labels(*labels, result.status).inc()
+        self.last.labels(*labels).set(result.started_at.timestamp())
+        if result.status != "ok":
+            self.errors.labels(*labels, result.error_kind or result.status).inc()
+        loss = d.get("loss_pct")
+        if isinstance(loss, int | float) and d.get("sent"):
+            self.loss.labels(*labels).set(loss / 100.0)
+        jitter = d.get("jitter_ms")
+        if isinstance(jitter, int | float):
+            self.jitter.labels(*labels).set(jitter / 1000.0)
+        hist = self.rtt.labels(*labels)
+        for v in d.get("samples_ms") or []:
+            if isinstance(v, int | float):
+                hist.observe(v / 1000.0)
+
+    def text(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+async def serve(metrics: Metrics, host: str, port: int) -> web.AppRunner:
+    """GET /metrics on host:port; the caller cleans the runner up on shutdown."""
+
+    async def handle(_request: web.Request) -> web.Response:
+        return web.Response(body=metrics.text(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app = web.Application()
+    app.router.add_get("/metrics", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner

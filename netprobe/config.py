@@ -158,6 +158,23 @@ class MetricsConfig(_Model):
         return host.strip("[]"), port
 
 
+class InfluxConfig(_Model):
+    """[influxdb]: also write every round to an InfluxDB v2 write API; off unless `url` is set."""
+
+    url: str = Field(default="", description='e.g. "http://127.0.0.1:8086"; "": off')
+    org: str = Field(default="", description="organisation")
+    bucket: str = Field(default="netprobe", min_length=1, description="bucket")
+    token_file: str = Field(default="", description="file holding the API token (never logged)")
+    token_env: str = Field(default="", description="or the environment variable holding it")
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, value: str) -> str:
+        if value and not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError(f"{value!r} is not an http:// or https:// URL")
+        return value
+
+
 class TargetConfig(_Model):
     """One [[targets]] entry. Per-probe overrides ([targets.icmp] …) are held by Config, not here."""
 
@@ -227,6 +244,7 @@ class Config(_Model):
     log: LogConfig = LogConfig()
     geoip: GeoIPConfig = GeoIPConfig()
     metrics: MetricsConfig = MetricsConfig()
+    influxdb: InfluxConfig = InfluxConfig()
     classification: ClassificationConfig = ClassificationConfig()
     probes: Mapping[str, ProbeSettings] = Field(
         description="[probes.<name>] defaults, one entry per registered probe")
@@ -258,6 +276,7 @@ class Config(_Model):
 _SECTIONS: dict[str, type[BaseModel]] = {
     "agent": AgentConfig, "storage": StorageConfig, "resolver": ResolverConfig, "log": LogConfig,
     "geoip": GeoIPConfig, "classification": ClassificationConfig, "metrics": MetricsConfig,
+    "influxdb": InfluxConfig,
 }
 _TOP_KEYS = (*_SECTIONS, "probes", "targets")
 
@@ -310,6 +329,7 @@ def _build(data: dict[str, Any], problems: list[str]) -> Config | None:
         return None
     config = Config(agent=sections["agent"], storage=sections["storage"], resolver=sections["resolver"],
                     log=sections["log"], geoip=sections["geoip"], metrics=sections["metrics"],
+                    influxdb=sections["influxdb"],
                     classification=sections["classification"], probes=defaults, targets=tuple(targets))
     config._effective.update(effective)
     return config

@@ -79,10 +79,11 @@ class Agent:
 
     async def run(self) -> int:
         cfg = self.config
+        extra_sinks = self._extra_sinks()  # a missing token file fails here, before the store opens
         self.store = await open_store(self.db_url)
         ctx = ProbeContext(resolver=Resolver(refresh=cfg.resolver.refresh))
         self._enrich(ctx, None)
-        pipeline = Pipeline([StoreSink(self.store)])
+        pipeline = Pipeline([StoreSink(self.store), *extra_sinks])
         agent_env = cfg.agent_envelope()
 
         def on_result(target: ProbeTarget, result: ProbeResult) -> None:
@@ -136,6 +137,15 @@ class Agent:
                   skipped_runs=scheduler.skipped, dropped=sum(pipeline.dropped.values()),
                   stop_s=round(time.monotonic() - t0, 3))
         return 0
+
+    def _extra_sinks(self) -> list[Any]:
+        influx = self.config.influxdb
+        if not influx.url:
+            return []
+        from netprobe.agent.influx import InfluxSink, read_token
+
+        token = read_token(influx.token_file, influx.token_env)
+        return [InfluxSink(influx.url, influx.org, influx.bucket, token)]
 
     async def _exporter(self, pipeline: Pipeline) -> tuple[Any, Any]:
         """The Prometheus exporter when [metrics] listen is set: (Metrics, its aiohttp runner)."""

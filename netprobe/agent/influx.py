@@ -1,0 +1,82 @@
+"""InfluxDB sink ([influxdb]): every stored round also goes to an InfluxDB v2 write API, as
+`netprobe_<probe>` with tags agent, region, isp, target, datacenter, line and the result's numbers
+as fields (DESIGN §7). It is one more pipeline sink: batched, retried, and behind a bounded queue, so
+an InfluxDB outage is counted and never slows probing."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from netprobe.errors import SetupError
+
+TAGS = (("agent", "agent", "id"), ("region", "agent", "region"), ("isp", "agent", "isp"),
+        ("target", "target", "id"), ("datacenter", "target", "datacenter"), ("line", "target", "line"))
+_SKIP = {"samples_ms", "started_at", "report"}
+
+
+def numeric_fields(result: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, float | int]]:
+    """The result's numbers, nested objects flattened with `_` (rtt_ms.p95 -> rtt_ms_p95)."""
+    for key, value in result.items():
+        if key in _SKIP:
+            continue
+        name = f"{prefix}{key}"
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int | float):
+            yield name, value
+        elif isinstance(value, Mapping) and not prefix:
+            yield from numeric_fields(value, f"{name}_")
+
+
+def to_line(env: Mapping[str, Any]) -> str:
+    from influxdb_client.client.write.point import Point
+    from influxdb_client.domain.write_precision import WritePrecision
+
+    point = Point(f"netprobe_{env['probe']}")
+    for tag, part, key in TAGS:
+        value = (env.get(part) or {}).get(key)
+        if value not in (None, ""):
+            point.tag(tag, str(value))
+    result = env.get("result") or {}
+    point.field("up", int(result.get("status") == "ok"))
+    for name, value in numeric_fields(result):
+        point.field(name, float(value) if isinstance(value, float) else value)
+    started = datetime.fromisoformat(str(env["started_at"]).replace("Z", "+00:00"))
+    line: str = point.time(started, WritePrecision.NS).to_line_protocol()
+    return line
+
+
+def read_token(token_file: str, token_env: str) -> str:
+    if token_file:
+        try:
+            return Path(token_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise SetupError(f"influxdb.token_file {token_file}: {exc.strerror or exc}") from None
+    if token_env:
+        value = os.environ.get(token_env)
+        if not value:
+            raise SetupError(f"influxdb.token_env: ${token_env} is not set")
+        return value
+    return ""
+
+
+class InfluxSink:
+    name = "influxdb"
+
+    def __init__(self, url: str, org: str, bucket: str, token: str, timeout_s: float = 10.0) -> None:
+        from influxdb_client.client.influxdb_client_async import InfluxDBClientAsync
+
+        self._client = InfluxDBClientAsync(url=url, token=token, org=org, timeout=int(timeout_s * 1000))
+        self._write = self._client.write_api()
+        self._bucket = bucket
+
+    async def write(self, envelopes: list[dict[str, Any]]) -> None:
+        # an exception keeps the batch queued; the pipeline retries it and counts the failure
+        await self._write.write(bucket=self._bucket, record=[to_line(e) for e in envelopes])
+
+    async def close(self) -> None:
+        await self._client.close()

@@ -189,13 +189,14 @@ class SseResult(ProbeResult):
 
 
 def envelope(result: ProbeResult, agent: dict[str, Any], target: dict[str, Any],
-             result_id: str | None = None) -> dict[str, Any]:
-    """The result envelope of DESIGN §7: what is stored, uploaded and imported."""
+             result_id: str | None = None, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The result envelope of DESIGN §7: what is stored, uploaded and imported. `body`: the result's
+    to_dict() when the caller already has it."""
     return {
         "id": result_id or new_result_id(),
         "probe": result.probe,
         "started_at": iso(result.started_at),
         "agent": agent,
         "target": target,
-        "result": result.to_dict(),
+        "result": body if body is not None else result.to_dict(),
     }

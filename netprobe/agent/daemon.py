@@ -6,6 +6,7 @@ import asyncio
 import logging
 import signal
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +40,8 @@ class StoreSink:
         await self.store.close()
 
 
-def round_fields(result: ProbeResult) -> dict[str, Any]:
-    """The few numbers worth a log line per round."""
-    d = result.to_dict()
+def round_fields(d: Mapping[str, Any]) -> dict[str, Any]:
+    """The few numbers worth a log line per round, from the result's to_dict()."""
     fields: dict[str, Any] = {"status": d["status"]}
     for key in ("loss_pct", "jitter_ms", "error_kind"):
         if d.get(key) is not None:
@@ -88,10 +88,11 @@ class Agent:
 
         def on_result(target: ProbeTarget, result: ProbeResult) -> None:
             self.rounds += 1
+            body = result.to_dict()  # once: the envelope, the exporter and the log line all read it
             if metrics is not None:
-                metrics.observe(target, result)
-            pipeline.put(envelope(result, self.config.agent_envelope(), target.as_envelope()))
-            log_event(log, "info", "round", target=target.id, probe=result.probe, **round_fields(result))
+                metrics.observe(target, result, body)
+            pipeline.put(envelope(result, self.config.agent_envelope(), target.as_envelope(), body=body))
+            log_event(log, "info", "round", target=target.id, probe=result.probe, **round_fields(body))
 
         jobs = self._jobs()
         icmp_socket = "-"

@@ -8,6 +8,7 @@ by aiohttp on the agent's event loop.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import (
@@ -70,8 +71,8 @@ class Metrics:
         if sink_stats is not None:
             r.register(_SinkCollector(sink_stats))
 
-    def observe(self, target: ProbeTarget, result: ProbeResult) -> None:
-        d = result.to_dict()
+    def observe(self, target: ProbeTarget, result: ProbeResult, d: Mapping[str, Any]) -> None:
+        """`d` is result.to_dict(), made once per round by the caller."""
         labels = (target.id, result.probe, target.datacenter, target.line)
         self.rounds.labels(*labels, result.status).inc()
         self.last.labels(*labels).set(result.started_at.timestamp())

@@ -11,10 +11,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from netprobe.mtr.engine import ProbeRecord
 from netprobe.stats import jitter, loss_pct
+
+if TYPE_CHECKING:
+    from netprobe.geoip import GeoIP
+    from netprobe.lines import LineClassifier, RouteVerdict
 
 SILENT = "???"
 
@@ -116,3 +120,20 @@ def flag_rate_limited(hops: Sequence[Hop]) -> None:
     for hop in reversed(hops):
         hop.rate_limited = hop.loss_pct > floor
         floor = min(floor, hop.loss_pct)
+
+
+def label_path(hops: Sequence[Hop], classifier: LineClassifier, geoip: GeoIP | None,
+               declared_line: str = "") -> RouteVerdict:
+    """ASN, organisation and country of each responding hop (GeoIP first, else the prefix table), and
+    the path's line verdict."""
+    from netprobe.lines import verdict
+
+    for hop in hops:
+        if hop.addresses:
+            geo = geoip.lookup(hop.host) if geoip is not None else None
+            hop.asn = classifier.asn_of(hop.host, geo)
+            if geo is not None:
+                hop.org, hop.country = geo.org, geo.country
+            if hop.org is None and hop.asn is not None:
+                hop.org = classifier.org_of(hop.asn)
+    return verdict([h.addresses for h in hops], classifier, geoip, declared_line)

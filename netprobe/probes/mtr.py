@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 
 from netprobe.durations import Duration
 from netprobe.mtr.engine import ProbeRecord
-from netprobe.mtr.hops import Path, build_path
+from netprobe.mtr.hops import Path, build_path, label_path
 from netprobe.mtr.packets import PAYLOAD
 from netprobe.probes.base import ProbeContext, ProbeSettings, ProbeSpec, ProbeTarget
 from netprobe.results import MtrResult, utc_now
@@ -79,18 +79,7 @@ async def trace(target: ProbeTarget, settings: MtrSettings, ctx: ProbeContext,
 
 def _result(base: MtrResult, path: Path, target: ProbeTarget, ctx: ProbeContext, t0: float,
             error_kind: str | None, error: str | None) -> MtrResult:
-    classifier, geoip = ctx.line_classifier(), ctx.geoip
-    for hop in path.hops:
-        if hop.addresses:
-            geo = geoip.lookup(hop.host) if geoip is not None else None
-            hop.asn = classifier.asn_of(hop.host, geo)
-            if geo is not None:
-                hop.org, hop.country = geo.org, geo.country
-            if hop.org is None and hop.asn is not None:
-                hop.org = classifier.org_of(hop.asn)
-    from netprobe.lines import verdict
-
-    route = verdict([h.addresses for h in path.hops], classifier, geoip, target.line)
+    route = label_path(path.hops, ctx.line_classifier(), ctx.geoip, target.line)
     dest = path.destination
     samples = list(dest.samples_ms) if dest is not None else []
     got = [s for s in samples if s is not None]

@@ -59,8 +59,8 @@ def _ping(obj: Mapping[str, Any], name: str, dst: str, started: datetime) -> Icm
 
 
 def _traceroute(obj: Mapping[str, Any], name: str, dst: str, started: datetime) -> MtrResult:
-    from netprobe.lines import LineClassifier, verdict
-    from netprobe.mtr.hops import Hop, flag_rate_limited
+    from netprobe.lines import LineClassifier
+    from netprobe.mtr.hops import Hop, flag_rate_limited, label_path
 
     hops: list[Hop] = []
     for h in _list(obj["result"], "result"):
@@ -81,11 +81,7 @@ def _traceroute(obj: Mapping[str, Any], name: str, dst: str, started: datetime) 
     hops.sort(key=lambda hop: hop.count)
     reached = bool(hops) and dst in hops[-1].addresses
     flag_rate_limited(hops)
-    classifier = LineClassifier.default()
-    for hop in hops:
-        hop.asn = classifier.asn_of(hop.host) if hop.addresses else None
-        hop.org = classifier.org_of(hop.asn) if hop.asn is not None else None
-    route = verdict([h.addresses for h in hops], classifier, None)
+    route = label_path(hops, LineClassifier.default(), None)
     dest = hops[-1] if reached else None
     samples = list(dest.samples_ms) if dest else []
     got = [s for s in samples if s is not None]

@@ -18,8 +18,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from test_store_helpers import icmp_envelope
 
-from netprobe.agent.influx import InfluxSink, numeric_fields, to_line
-from netprobe.agent.pipeline import Pipeline
+from netprobe.sinks.influx import InfluxSink, numeric_fields, to_line
+from netprobe.sinks.pipeline import Pipeline
 
 pytestmark = pytest.mark.skipif(shutil.which("victoria-metrics") is None,
                                 reason="victoria-metrics not installed (.ci/run installs it)")

@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from netprobe.agent.pipeline import Pipeline
 from netprobe.agent.scheduler import ProbeScheduler
 from netprobe.config import Config, load_config
 from netprobe.errors import ConfigError
@@ -18,6 +17,7 @@ from netprobe.logs import log_event, setup_logging
 from netprobe.probes import ProbeContext, ProbeTarget
 from netprobe.resolve import Resolver
 from netprobe.results import ProbeResult, envelope
+from netprobe.sinks.pipeline import Pipeline
 from netprobe.store import Store, open_store
 
 log = logging.getLogger("netprobe.agent")
@@ -143,7 +143,7 @@ class Agent:
         influx = self.config.influxdb
         if not influx.url:
             return []
-        from netprobe.agent.influx import InfluxSink, read_token
+        from netprobe.sinks.influx import InfluxSink, read_token
 
         token = read_token(influx.token_file, influx.token_env)
         return [InfluxSink(influx.url, influx.org, influx.bucket, token)]

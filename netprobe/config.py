@@ -175,6 +175,38 @@ class InfluxConfig(_Model):
         return value
 
 
+class UplinkConfig(_Model):
+    """[uplink]: forward every stored round to a collector through the durable outbox; off unless `url`."""
+
+    url: str = Field(default="", description='collector base URL, e.g. "http://collector.example.net:8471"; '
+                                             '"": off')
+    token: str = Field(default="", description="the agent's bearer token (prefer token_file)", repr=False)
+    token_file: str = Field(default="", description="file holding the token (never logged)")
+    token_env: str = Field(default="", description="or the environment variable holding it")
+    batch: int = Field(default=500, ge=1, le=5000, description="rounds per upload request")
+    max_outbox: int = Field(default=500_000, ge=1, description="rounds kept for a collector that is away; "
+                            "beyond this the oldest are dropped, logged and counted")
+    timeout: Duration = Field(default=30.0, gt=0, description="one upload request, connect to response")
+    retry_max: Duration = Field(default=300.0, gt=0, description="longest wait between failed uploads "
+                                "(backoff doubles from 1 s with full jitter up to this)")
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, value: str) -> str:
+        if value and not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError(f"{value!r} is not an http:// or https:// URL")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _one_token(self) -> UplinkConfig:
+        given = [k for k in ("token", "token_file", "token_env") if getattr(self, k)]
+        if len(given) > 1:
+            raise ValueError(f"give one of token, token_file, token_env (got {', '.join(given)})")
+        if self.url and not given:
+            raise ValueError("url is set but no token: set token_file (or token_env, or token)")
+        return self
+
+
 class TargetConfig(_Model):
     """One [[targets]] entry. Per-probe overrides ([targets.icmp] …) are held by Config, not here."""
 
@@ -245,6 +277,7 @@ class Config(_Model):
     geoip: GeoIPConfig = GeoIPConfig()
     metrics: MetricsConfig = MetricsConfig()
     influxdb: InfluxConfig = InfluxConfig()
+    uplink: UplinkConfig = UplinkConfig()
     classification: ClassificationConfig = ClassificationConfig()
     probes: Mapping[str, ProbeSettings] = Field(
         description="[probes.<name>] defaults, one entry per registered probe")
@@ -276,7 +309,7 @@ class Config(_Model):
 _SECTIONS: dict[str, type[BaseModel]] = {
     "agent": AgentConfig, "storage": StorageConfig, "resolver": ResolverConfig, "log": LogConfig,
     "geoip": GeoIPConfig, "classification": ClassificationConfig, "metrics": MetricsConfig,
-    "influxdb": InfluxConfig,
+    "influxdb": InfluxConfig, "uplink": UplinkConfig,
 }
 _TOP_KEYS = (*_SECTIONS, "probes", "targets")
 
@@ -329,7 +362,7 @@ def _build(data: dict[str, Any], problems: list[str]) -> Config | None:
         return None
     config = Config(agent=sections["agent"], storage=sections["storage"], resolver=sections["resolver"],
                     log=sections["log"], geoip=sections["geoip"], metrics=sections["metrics"],
-                    influxdb=sections["influxdb"],
+                    influxdb=sections["influxdb"], uplink=sections["uplink"],
                     classification=sections["classification"], probes=defaults, targets=tuple(targets))
     config._effective.update(effective)
     return config

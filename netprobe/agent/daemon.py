@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from netprobe.agent.scheduler import ProbeScheduler
+from netprobe.agent.uplink import Uplink, read_token
 from netprobe.config import Config, load_config
 from netprobe.errors import ConfigError
 from netprobe.logs import log_event, setup_logging
@@ -22,22 +23,31 @@ from netprobe.store import Store, open_store
 
 log = logging.getLogger("netprobe.agent")
 
-DRAIN_GRACE = 2.5   # running rounds get this long to finish on SIGTERM …
-FLUSH_GRACE = 2.0   # … and the sinks this long to flush: together well inside 5 s
+DRAIN_GRACE = 2.0   # running rounds get this long to finish on SIGTERM …
+FLUSH_GRACE = 1.5   # … the sinks this long to flush …
+FINAL_UPLOAD = 1.0  # … and the uplink one attempt this long: together well inside 5 s
 RETENTION_EVERY = 3600.0
 
 
 class StoreSink:
+    """The local database; with an uplink, each newly stored round also enters the outbox in the
+    same transaction. The Agent owns (and closes) the store: the uplink's final attempt reads it."""
+
     name = "store"
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, uplink: Uplink | None) -> None:
         self.store = store
+        self.uplink = uplink
 
     async def write(self, envelopes: list[dict[str, Any]]) -> None:
-        await self.store.write(envelopes)
+        if self.uplink is None:
+            await self.store.write(envelopes)
+            return
+        stats = await self.store.write(envelopes, outbox_cap=self.uplink.cap)
+        self.uplink.stored(stats.accepted, stats.outbox_dropped)
 
     async def close(self) -> None:
-        await self.store.close()
+        pass
 
 
 def round_fields(d: Mapping[str, Any]) -> dict[str, Any]:
@@ -80,10 +90,12 @@ class Agent:
     async def run(self) -> int:
         cfg = self.config
         extra_sinks = self._extra_sinks()  # a missing token file fails here, before the store opens
+        uplink_token = read_token(cfg.uplink) if cfg.uplink.url else None
         self.store = await open_store(self.db_url)
+        uplink = Uplink(self.store, cfg.uplink, uplink_token) if uplink_token is not None else None
         ctx = ProbeContext(resolver=Resolver(refresh=cfg.resolver.refresh))
         self._enrich(ctx, None)
-        pipeline = Pipeline([StoreSink(self.store), *extra_sinks])
+        pipeline = Pipeline([StoreSink(self.store, uplink), *extra_sinks])
         agent_env = cfg.agent_envelope()
 
         def on_result(target: ProbeTarget, result: ProbeResult) -> None:
@@ -105,7 +117,9 @@ class Agent:
                 raise
             icmp_socket = engine.socket_kind()
         try:
-            metrics, exporter = await self._exporter(pipeline)
+            metrics, exporter = await self._exporter(pipeline, uplink)
+            if uplink is not None:
+                await uplink.start()
         except BaseException:
             await self.store.close()
             raise
@@ -129,6 +143,9 @@ class Agent:
         retention.cancel()
         cancelled = await scheduler.drain(DRAIN_GRACE)
         await pipeline.close(FLUSH_GRACE)
+        if uplink is not None:
+            await uplink.close(FINAL_UPLOAD)
+        await self.store.close()
         await ctx.close()
         if exporter is not None:
             await exporter.cleanup()
@@ -148,7 +165,7 @@ class Agent:
         token = read_token(influx.token_file, influx.token_env)
         return [InfluxSink(influx.url, influx.org, influx.bucket, token)]
 
-    async def _exporter(self, pipeline: Pipeline) -> tuple[Any, Any]:
+    async def _exporter(self, pipeline: Pipeline, uplink: Uplink | None) -> tuple[Any, Any]:
         """The Prometheus exporter when [metrics] listen is set: (Metrics, its aiohttp runner)."""
         address = self.config.metrics.address()
         if address is None:
@@ -156,7 +173,7 @@ class Agent:
         from netprobe.agent.metrics import Metrics, serve
         from netprobe.errors import SetupError
 
-        metrics = Metrics(pipeline.stats)
+        metrics = Metrics(pipeline.stats, uplink_stats=(lambda: uplink.stats) if uplink is not None else None)
         try:
             runner = await serve(metrics, *address)
         except OSError as exc:
@@ -186,6 +203,8 @@ class Agent:
             return
         if new.storage.url != self.config.storage.url:
             log.warning("storage.url changed; restart the agent to switch databases")
+        if new.uplink != self.config.uplink:
+            log.warning("uplink changed; restart the agent to apply it")
         if new.metrics.listen != self.config.metrics.listen:
             log.warning("metrics.listen changed; restart the agent to move the exporter")
         old, self.config = self.config, new

@@ -52,8 +52,38 @@ class _SinkCollector(Collector):
         yield from (depth, dropped, errors, written)
 
 
+class _UplinkCollector(Collector):
+    """The outbox and the uplink's counters (netprobe.agent.uplink.UplinkStats), read when scraped."""
+
+    def __init__(self, stats: Callable[[], Any]) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        s = self._stats()
+        yield GaugeMetricFamily("netprobe_outbox_depth", "Rounds waiting in the outbox for the collector",
+                                value=s.depth)
+        yield CounterMetricFamily("netprobe_outbox_dropped", "Oldest rounds dropped at the outbox cap",
+                                  value=s.dropped)
+        sent = CounterMetricFamily("netprobe_uplink_results", "Rounds the collector acknowledged",
+                                   labels=["outcome"])
+        sent.add_metric(["accepted"], s.sent)
+        sent.add_metric(["duplicate"], s.duplicates)
+        yield sent
+        yield CounterMetricFamily("netprobe_uplink_rejected", "Rounds the collector refused (parked, kept)",
+                                  value=s.rejected)
+        errors = CounterMetricFamily("netprobe_uplink_errors", "Failed upload attempts by kind",
+                                     labels=["kind"])
+        for kind, n in sorted(s.failures.items()):
+            errors.add_metric([kind], n)
+        yield errors
+        yield GaugeMetricFamily("netprobe_uplink_last_success_timestamp_seconds",
+                                "Unix time of the last acknowledged upload (0: none yet)",
+                                value=s.last_success)
+
+
 class Metrics:
-    def __init__(self, sink_stats: Callable[[], Mapping[str, Mapping[str, int]]] | None = None) -> None:
+    def __init__(self, sink_stats: Callable[[], Mapping[str, Mapping[str, int]]] | None = None,
+                 uplink_stats: Callable[[], Any] | None = None) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         self.rtt = Histogram("netprobe_rtt_seconds", "Round-trip times of every answered request (icmp, tcp "
@@ -70,6 +100,8 @@ class Metrics:
                           LABELS, registry=r)
         if sink_stats is not None:
             r.register(_SinkCollector(sink_stats))
+        if uplink_stats is not None:
+            r.register(_UplinkCollector(uplink_stats))
 
     def observe(self, target: ProbeTarget, result: ProbeResult, d: Mapping[str, Any]) -> None:
         """`d` is result.to_dict(), made once per round by the caller."""

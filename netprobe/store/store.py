@@ -20,7 +20,7 @@ from sqlalchemy.sql.dml import Insert
 
 from netprobe.errors import StorageError
 from netprobe.results import utc_now
-from netprobe.store import events, migrate
+from netprobe.store import events, migrate, outbox
 from netprobe.store.engine import READ_ONLY, create_engine, mapped_errors
 from netprobe.store.envelopes import Envelope, parse_envelopes
 from netprobe.store.rollups import HourKey, HourRow, Rollup, WindowStats, accumulate, hour_of, merge_hours
@@ -38,6 +38,7 @@ class WriteStats:
     accepted: int        # newly stored (and rolled up)
     duplicates: int      # ids already stored, or repeated within the batch
     expired: int = 0     # older than the retention horizon: cannot be told apart from a replay, dropped
+    outbox_dropped: int = 0  # oldest outbox rows dropped to keep it within its cap
 
 
 def _aware(ts: datetime, name: str) -> datetime:
@@ -93,9 +94,12 @@ class Store:
             return await conn.run_sync(migrate.current_revision)
 
     # -- writing ----------------------------------------------------------------------------------
-    async def write(self, envelopes: Sequence[Mapping[str, Any]]) -> WriteStats:
+    async def write(self, envelopes: Sequence[Mapping[str, Any]], *,
+                    outbox_cap: int | None = None) -> WriteStats:
         """Store result envelopes once each (by id); rolls up only the newly stored ones, atomically.
 
+        With `outbox_cap`, the newly stored ones also enter the upload outbox in the same transaction,
+        and the outbox is trimmed (oldest first) to that many rows.
         Raises EnvelopeError (nothing stored) if any envelope is malformed.
         """
         parsed = parse_envelopes(envelopes)
@@ -112,6 +116,7 @@ class Store:
                            key=lambda e: e.id)
             expired = len(unique) - len(fresh)
             inserted: set[str] = set()
+            trimmed = 0
             if fresh:
                 # Lock order everywhere: agents, targets, results, rollups, each sorted — no deadlocks.
                 # Path events come last and lock nothing more: the target rows the upsert holds until
@@ -121,8 +126,29 @@ class Store:
                 new = [e for e in fresh if e.id in inserted]
                 await self._apply_rollups(conn, accumulate(new), now)
                 await events.record_new(conn, new)
+                if outbox_cap is not None:
+                    await outbox.enqueue(conn, [(e.id, e.raw) for e in new], now)
+                    trimmed = await outbox.trim(conn, outbox_cap)
         return WriteStats(accepted=len(inserted), duplicates=repeated + len(fresh) - len(inserted),
-                          expired=expired)
+                          expired=expired, outbox_dropped=trimmed)
+
+    # -- outbox (agent) ---------------------------------------------------------------------------
+    async def outbox_depth(self) -> int:
+        async with self._read("reading the outbox of") as conn:
+            return await outbox.count(conn)
+
+    async def outbox_oldest(self, limit: int, now: datetime) -> list[outbox.OutboxEntry]:
+        async with self._read("reading the outbox of") as conn:
+            return await outbox.oldest(conn, limit, _aware(now, "now"))
+
+    async def outbox_remove(self, seqs: Sequence[int]) -> int:
+        """Delete acknowledged (or rejected) entries; returns how many were still there."""
+        async with self._write("acknowledging outbox entries in") as conn:
+            return await outbox.remove(conn, seqs)
+
+    async def outbox_failed(self, seqs: Sequence[int], error: str, retry_at: datetime) -> None:
+        async with self._write("noting an upload failure in") as conn:
+            await outbox.note_failure(conn, seqs, error, retry_at)
 
     def _insert(self, table: Table) -> Any:
         ins: Insert = (pg_insert if self.dialect == "postgresql" else sqlite_insert)(table)

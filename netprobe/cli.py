@@ -16,6 +16,7 @@ err_console = Console(stderr=True, soft_wrap=True)
 
 def _register() -> None:
     from netprobe.agent.cli import app as agent_app
+    from netprobe.collector.cli import app as collector_app
     from netprobe.config_cli import app as config_app
     from netprobe.lab.cli import app as lab_app
     from netprobe.probe_cli import app as probe_app
@@ -24,6 +25,7 @@ def _register() -> None:
 
     app.add_typer(probe_app, name="probe", help="Run one probe now and print what it measured.")
     app.add_typer(agent_app, name="agent", help="Run the scheduled agent.")
+    app.add_typer(collector_app, name="collector", help="Run the central collector; manage agent tokens.")
     app.add_typer(config_app, name="config", help="Validate configuration files.")
     app.add_typer(db_app, name="db", help="Database maintenance.")
     app.add_typer(lab_app, name="lab", help="Emulated routes for demos and tests (root).")

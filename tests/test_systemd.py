@@ -1,4 +1,5 @@
-"""systemd units: hardened (exposure ≤ 2.0) and valid; the agent has CAP_NET_RAW only, the target none."""
+"""systemd units: hardened (exposure ≤ 2.0) and valid; the agent has CAP_NET_RAW only, the target and
+the collector none."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 
 UNIT = Path(__file__).resolve().parents[1] / "systemd" / "netprobe-agent.service"
 TARGET_UNIT = UNIT.with_name("netprobe-target.service")
-UNITS = [UNIT, TARGET_UNIT]
+COLLECTOR_UNIT = UNIT.with_name("netprobe-collector.service")
+UNITS = [UNIT, TARGET_UNIT, COLLECTOR_UNIT]
 INSTALLED_PATH = "/usr/local/bin/netprobe"
 MAX_EXPOSURE = 2.0
 
@@ -65,6 +67,25 @@ def test_target_unit_pins() -> None:
     assert d["SocketBindAllow"] == ["tcp:8473"] and d["SocketBindDeny"] == ["any"]
     assert d["KillSignal"] == ["SIGTERM"] and d["RestartPreventExitStatus"] == ["2"]
     lines = TARGET_UNIT.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        if re.match(r"^PrivateNetwork=no$", line):
+            assert lines[i - 1].startswith("#"), f"{line} needs a comment saying why"
+    assert re.search(r"^#.*IPAddressDeny", "\n".join(lines), re.M), "say why there is no IPAddressDeny="
+
+
+def test_collector_unit_pins() -> None:
+    d = directives(COLLECTOR_UNIT)
+    assert d["ExecStart"] == [f"{INSTALLED_PATH} collector run --config /etc/netprobe/collector.toml"]
+    assert d["Type"] == ["simple"]
+    # no capabilities at all: it listens on TCP 8471 (≥ 1024) and connects to PostgreSQL
+    assert d["CapabilityBoundingSet"] == [""] and d["AmbientCapabilities"] == [""]
+    assert d["DynamicUser"] == ["yes"] and d["User"] == ["netprobe"] and d["PrivateUsers"] == ["yes"]
+    assert d["NoNewPrivileges"] == ["yes"] and d["ProtectSystem"] == ["strict"]
+    assert d["SocketBindAllow"] == ["tcp:8471"] and d["SocketBindDeny"] == ["any"]
+    assert d["RestrictAddressFamilies"] == ["AF_INET AF_INET6 AF_UNIX"]   # AF_UNIX: PostgreSQL's socket
+    assert d["KillSignal"] == ["SIGTERM"] and d["RestartPreventExitStatus"] == ["2"]
+    assert "StateDirectory" not in d     # stateless apart from the database
+    lines = COLLECTOR_UNIT.read_text(encoding="utf-8").splitlines()
     for i, line in enumerate(lines):
         if re.match(r"^PrivateNetwork=no$", line):
             assert lines[i - 1].startswith("#"), f"{line} needs a comment saying why"

@@ -156,6 +156,15 @@ outbox = Table(
     Index("ix_outbox_next_attempt_at", "next_attempt_at"),
 )
 
+agent_tokens = Table(
+    "agent_tokens", metadata,        # collector: one bearer token per agent, stored hashed (0003)
+    Column("agent_id", String(ID), primary_key=True),
+    Column("token_hash", String(64), nullable=False, unique=True),   # sha256 hex of the token
+    Column("created_at", UTCDateTime(), nullable=False),             # when the current token was issued
+    Column("revoked_at", UTCDateTime()),
+    Column("last_used_at", UTCDateTime()),
+)
+
 store_meta = Table(
     "store_meta", metadata,
     Column("key", String(64), primary_key=True),

@@ -1,0 +1,108 @@
+"""`netprobe collector run | add-agent | revoke-agent | list-agents --config FILE`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, TypeVar
+
+import typer
+from rich.console import Console
+
+if TYPE_CHECKING:
+    from netprobe.collector.config import CollectorConfig
+    from netprobe.collector.tokens import Tokens
+
+app = typer.Typer(no_args_is_help=True, add_completion=False)
+T = TypeVar("T")
+
+ConfigOption = Annotated[Path, typer.Option("--config", "-c", metavar="FILE",
+                                            help="collector configuration (TOML)")]
+AgentArg = Annotated[str, typer.Argument(metavar="AGENT_ID", help="the agent's [agent] id",
+                                         show_default=False)]
+
+
+@app.callback()
+def _group() -> None:
+    """Central ingest service: authenticated results from many agents into one database."""
+
+
+def _config(path: Path) -> CollectorConfig:
+    from netprobe.collector.config import load_collector_config  # lazily: pydantic models
+
+    return load_collector_config(path)
+
+
+def _with_tokens(path: Path, work: Callable[[Tokens], Awaitable[T]]) -> T:
+    """Run `work` against the configured database (migrated first), then close it."""
+    url = _config(path).storage.url   # a configuration error is reported before anything opens
+
+    async def go() -> T:
+        from netprobe.collector.tokens import Tokens
+        from netprobe.store import open_store
+
+        store = await open_store(url)
+        try:
+            return await work(Tokens(store))
+        finally:
+            await store.close()
+
+    return asyncio.run(go())
+
+
+@app.command("run")
+def run(config: ConfigOption) -> None:
+    """Serve POST /api/v1/results, /healthz and /metrics (SIGTERM: finish requests, flush, exit 0)."""
+    from netprobe.collector.server import run as serve
+    from netprobe.logs import setup_logging
+
+    cfg = _config(config)
+    setup_logging(cfg.log.level, cfg.log.format)
+    raise typer.Exit(asyncio.run(serve(cfg)))
+
+
+@app.command("add-agent")
+def add_agent(agent_id: AgentArg, config: ConfigOption) -> None:
+    """Issue AGENT_ID a bearer token and print it as the last line of stdout (shown only once).
+
+    An agent that already has one gets a new token: the old one stops working at once."""
+    from netprobe.collector.tokens import check_agent_id
+
+    check_agent_id(agent_id)
+    token, rotated = _with_tokens(config, lambda t: t.issue(agent_id))
+    err = Console(stderr=True, soft_wrap=True, highlight=False, markup=False)
+    if rotated:
+        err.print(f"agent {agent_id}: token rotated; the previous token no longer works")
+    else:
+        err.print(f"agent {agent_id}: token issued")
+    err.print("Store it now (e.g. the agent's [uplink] token_file); it cannot be shown again.")
+    typer.echo(token)
+
+
+@app.command("revoke-agent")
+def revoke_agent(agent_id: AgentArg, config: ConfigOption) -> None:
+    """Revoke AGENT_ID's token: its requests are refused (401) from now on. add-agent issues a new one."""
+    record, was_live = _with_tokens(config, lambda t: t.revoke(agent_id))
+    when = record.to_dict()["revoked_at"]
+    typer.echo(f"agent {agent_id}: token revoked" if was_live else
+               f"agent {agent_id}: token already revoked (since {when})")
+
+
+@app.command("list-agents")
+def list_agents(config: ConfigOption,
+                as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout")) -> None:
+    """Agents that have a token: created, revoked, last used (never the token or its hash)."""
+    from rich.table import Table
+
+    records = [r.to_dict() for r in _with_tokens(config, lambda t: t.list())]
+    if as_json:
+        typer.echo(json.dumps({"agents": records}))
+        return
+    table = Table("agent", "created", "revoked", "last used", box=None, pad_edge=False)
+    for r in records:
+        table.add_row(r["id"], r["created_at"], r["revoked_at"] or "-", r["last_used_at"] or "never")
+    out = Console(soft_wrap=True, highlight=False)
+    out.print(table if records else "no agents have a token; add one with `netprobe collector add-agent`",
+              markup=False)

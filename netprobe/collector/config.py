@@ -1,0 +1,120 @@
+"""Collector configuration: TOML → frozen, validated models; problems named by field path (exit 2)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator
+
+from netprobe.config import (
+    InfluxConfig,
+    LogConfig,
+    StorageConfig,
+    _Model,
+    _toml_problem,
+    _validate,
+)
+from netprobe.durations import Duration
+from netprobe.errors import ConfigError
+
+DEFAULT_LISTEN = "0.0.0.0:8471"
+MB = 1 << 20
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """HOST:PORT or [V6ADDR]:PORT → (host without brackets, port); port 0 means any free port."""
+    from netprobe.targets_file import check_host_port
+
+    head, sep, port = text.strip().rpartition(":")
+    if sep and port == "0" and (head.endswith("]") or ":" not in head):
+        host = check_host_port(f"{head}:1")[0]
+        return host.strip("[]"), 0
+    host, number = check_host_port(text)  # ValueError names what is wrong
+    return host.strip("[]"), number
+
+
+class CollectorSection(_Model):
+    """[collector]: the ingest server."""
+
+    listen: str = Field(default=DEFAULT_LISTEN,
+                        description='HOST:PORT to serve on, "[ADDR]:PORT" for IPv6; port 0: any free port')
+    max_body_mb: int = Field(default=16, ge=1, le=1024,
+                             description="cap on a request body in MiB, compressed and decompressed alike")
+    max_batch: int = Field(default=5000, ge=1, le=1_000_000,
+                           description="most envelopes in one POST; more is answered 413")
+    grace: Duration = Field(default=5.0, ge=0, le=300,
+                            description="on SIGTERM, how long requests in flight may take to finish")
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        parse_listen(value)
+        return value
+
+    @property
+    def max_body_bytes(self) -> int:
+        return self.max_body_mb * MB
+
+    def address(self) -> tuple[str, int]:
+        return parse_listen(self.listen)
+
+
+class CollectorStorageConfig(StorageConfig):
+    """[storage]: the collector's database; `url` is required (PostgreSQL in production)."""
+
+    url: str = Field(min_length=1, description="any SQLAlchemy URL, e.g. "
+                     "postgresql+psycopg://netprobe@/netprobe?host=/var/run/postgresql")
+
+
+class CollectorConfig(_Model):
+    """A whole collector configuration; build it with load_collector_config()."""
+
+    collector: CollectorSection = CollectorSection()
+    storage: CollectorStorageConfig
+    influxdb: InfluxConfig = InfluxConfig()
+    log: LogConfig = LogConfig()
+
+
+_SECTIONS: dict[str, type[BaseModel]] = {
+    "collector": CollectorSection, "storage": CollectorStorageConfig, "influxdb": InfluxConfig,
+    "log": LogConfig,
+}
+_REQUIRED = ("storage",)
+
+
+def load_collector_config(path: Path) -> CollectorConfig:
+    """Read and validate a TOML file; raises ConfigError listing every problem."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(["file not found"], source=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"not UTF-8 text (byte {exc.start})"], source=str(path)) from None
+    except OSError as exc:
+        raise ConfigError([f"cannot read: {exc.strerror or exc}"], source=str(path)) from None
+    return parse_collector_config(text, source=str(path))
+
+
+def parse_collector_config(text: str, source: str = "<string>") -> CollectorConfig:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([_toml_problem(str(exc), text)], source=source) from None
+    problems: list[str] = []
+    for key in data:
+        if key not in _SECTIONS:
+            problems.append(f"{key}: unknown section or key; allowed: {', '.join(_SECTIONS)}")
+    sections: dict[str, Any] = {}
+    for name, model in _SECTIONS.items():
+        raw = data.get(name, None if name in _REQUIRED else {})
+        if raw is None:
+            problems.append(f"{name}: missing section [{name}]")
+        elif not isinstance(raw, dict):
+            problems.append(f"{name}: must be a table ([{name}])")
+        else:
+            sections[name] = _validate(model, raw, name, problems)
+    if problems:
+        raise ConfigError(problems, source=source)
+    return CollectorConfig(**sections)

@@ -1,0 +1,121 @@
+"""The collector's own Prometheus metrics (GET /metrics), in a registry of its own.
+
+Names: `netprobe_collector_` prefix, base units in the name (seconds, ratio), counters end in `_total`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+REASONS = ("unauthorized", "forbidden", "bad_json", "bad_encoding", "bad_envelope", "too_large", "storage")
+# 1 ms … 30 s: one small batch on a local database up to a full batch on a busy one
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+ROUND_LABELS = ("agent", "target", "probe")
+
+SinkStats = Callable[[], Mapping[str, Mapping[str, int]]]
+
+
+def round_rtt_ms(result: Mapping[str, Any]) -> float | None:
+    """The round's typical RTT: icmp/mtr rtt_ms.p50, tcp connect_ms.p50, sse first_event_ms."""
+    for key in ("rtt_ms", "connect_ms"):
+        stats = result.get(key)
+        if isinstance(stats, Mapping):
+            p50 = _number(stats.get("p50"))
+            if p50 is not None:
+                return p50
+    return _number(result.get("first_event_ms"))
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+class _SinkCollector(Collector):
+    """Queue depth and counters of the Influx pipeline, read when scraped."""
+
+    def __init__(self, stats: SinkStats) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        p = "netprobe_collector_sink_"
+        depth = GaugeMetricFamily(f"{p}queue_depth", "Results queued for a sink", labels=["sink"])
+        dropped = CounterMetricFamily(f"{p}dropped", "Results dropped by a full sink queue", labels=["sink"])
+        errors = CounterMetricFamily(f"{p}errors", "Failed sink writes (retried)", labels=["sink"])
+        written = CounterMetricFamily(f"{p}written", "Results written by a sink", labels=["sink"])
+        for sink, s in sorted(self._stats().items()):
+            depth.add_metric([sink], s.get("queued", 0))
+            dropped.add_metric([sink], s.get("dropped", 0))
+            errors.add_metric([sink], s.get("failures", 0))
+            written.add_metric([sink], s.get("written", 0))
+        yield from (depth, dropped, errors, written)
+
+
+class CollectorMetrics:
+    def __init__(self, sink_stats: SinkStats | None = None) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        p = "netprobe_collector_"
+        self.requests = Counter(f"{p}ingest_requests", "POST /api/v1/results requests by HTTP status",
+                                ["code"], registry=r)
+        self.rejected = Counter(f"{p}rejected_requests", "Ingest requests refused, by reason", ["reason"],
+                                registry=r)
+        for reason in REASONS:
+            self.rejected.labels(reason)
+        self.accepted = Counter(f"{p}results_accepted", "Result envelopes newly stored", ["agent"],
+                                registry=r)
+        self.duplicates = Counter(f"{p}results_duplicate", "Result envelopes already stored (replays)",
+                                  ["agent"], registry=r)
+        self.expired = Counter(f"{p}results_expired", "Result envelopes older than retention, dropped",
+                               ["agent"], registry=r)
+        self.latency = Histogram(f"{p}ingest_duration_seconds", "Time to answer POST /api/v1/results",
+                                 buckets=LATENCY_BUCKETS, registry=r)
+        self.loss = Gauge(f"{p}last_loss_ratio", "Loss of the newest round received, 0-1 (mtr: path loss)",
+                          ROUND_LABELS, registry=r)
+        self.rtt = Gauge(f"{p}last_rtt_seconds", "Typical RTT of the newest round received (icmp/mtr rtt "
+                         "p50, tcp connect p50, sse first event); NaN when nothing answered",
+                         ROUND_LABELS, registry=r)
+        self.last = Gauge(f"{p}last_round_timestamp_seconds", "Unix time the newest round received started",
+                          ROUND_LABELS, registry=r)
+        self._newest: dict[tuple[str, str, str], datetime] = {}
+        if sink_stats is not None:
+            r.register(_SinkCollector(sink_stats))
+
+    def reject(self, reason: str) -> None:
+        self.rejected.labels(reason).inc()
+
+    def stored(self, agent_id: str, accepted: int, duplicates: int, expired: int) -> None:
+        self.accepted.labels(agent_id).inc(accepted)
+        self.duplicates.labels(agent_id).inc(duplicates)
+        self.expired.labels(agent_id).inc(expired)
+
+    def rounds(self, envelopes: Sequence[Mapping[str, Any]]) -> None:
+        """Gauges from a stored batch: per agent × target × probe, the newest round wins (replays of
+        older rounds do not move them back)."""
+        for env in envelopes:
+            try:
+                key = (str(env["agent"]["id"]), str(env["target"]["id"]), str(env["probe"]))
+                started = datetime.fromisoformat(str(env["started_at"]).replace("Z", "+00:00"))
+                result = env["result"]
+            except (KeyError, TypeError, ValueError):
+                continue    # Store.write validated the batch; nothing here should be skipped
+            if key in self._newest and started <= self._newest[key]:
+                continue
+            self._newest[key] = started
+            self.last.labels(*key).set(started.timestamp())
+            loss = _number(result.get("loss_pct"))
+            if loss is not None and result.get("sent"):
+                self.loss.labels(*key).set(loss / 100.0)
+            rtt = round_rtt_ms(result)
+            self.rtt.labels(*key).set(rtt / 1000.0 if rtt is not None else math.nan)
+
+    def text(self) -> bytes:
+        return generate_latest(self.registry)

@@ -85,7 +85,7 @@ async def stored(uplink: Uplink, store: Store, envs: list[dict[str, Any]]) -> No
 
 async def until(cond: Callable[[], bool], timeout: float = 10.0) -> None:
     async with asyncio.timeout(timeout):
-        while not cond():
+        while not cond():  # noqa: ASYNC110 - polls the uplink's counters, which signal nothing
             await asyncio.sleep(0.02)
 
 
@@ -114,7 +114,8 @@ async def test_uploads_gzip_batches_with_the_token_and_empties_the_outbox(store:
     assert await store.outbox_depth() == 0
     assert len(collector.stored) == 100 and uplink.stats.sent == 100
     assert [len(b) for b in collector.batches] == [40, 40, 20]
-    assert [e["id"] for b in collector.batches for e in b] == [f"r{i:05d}" for i in range(100)]  # oldest first
+    sent = [e["id"] for b in collector.batches for e in b]
+    assert sent == [f"r{i:05d}" for i in range(100)]  # oldest first
     h = collector.headers[0]
     assert h["Authorization"] == "Bearer s3cret" and h["Content-Encoding"] == "gzip"
 
@@ -138,7 +139,8 @@ async def test_an_outage_backs_off_and_loses_nothing(store: Store, collector: Co
     assert uplink.stats.failures == {"http_503": 1, "http_502": 1, "http_500": 1}
 
 
-async def test_a_lost_answer_is_replayed_and_counted_as_duplicates(store: Store, collector: Collector) -> None:
+async def test_a_lost_answer_is_replayed_and_counted_as_duplicates(store: Store,
+                                                                   collector: Collector) -> None:
     """The collector stores the batch but the agent never hears back (a 504 from a proxy, a cut link):
     the replay is acknowledged as duplicates and nothing is stored twice."""
     answers = iter(["stored-then-lost"])
@@ -245,3 +247,17 @@ async def test_token_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     f.write_text("")
     with pytest.raises(SetupError, match="empty"):
         read_token(UplinkConfig(url="http://c:8471", token_file=str(f)))
+
+
+async def test_close_as_new_rounds_are_announced_does_not_hang(store: Store, collector: Collector) -> None:
+    """SIGTERM lands just as the last flush wakes the uploader: asyncio.wait_for (3.11) swallowed
+    that cancel and the agent never exited. Now the task ends and the final attempt sends the rest."""
+    uplink = Uplink(store, cfg(collector.url), "s3cret")
+    await uplink.start()
+    await until(lambda: uplink._task is not None and not uplink._wake.is_set())  # idle, waiting
+    stats = await store.write(rounds(3), outbox_cap=uplink.cap)
+    uplink.stored(stats.accepted, 0)  # wakes the task: its wait is done, its resumption pending …
+    async with asyncio.timeout(5):
+        await uplink.close(1.0)  # … when the cancel arrives
+    assert uplink._task is not None and uplink._task.done()
+    assert len(collector.stored) == 3 and await store.outbox_depth() == 0

@@ -91,6 +91,7 @@ class Uplink:
         self._batch = cfg.batch
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
         self._session: aiohttp.ClientSession | None = None
         self.stats = UplinkStats()
 
@@ -116,9 +117,11 @@ class Uplink:
             self._wake.set()
 
     async def _run(self) -> None:
-        while True:
+        while not self._closing:
             try:
-                await asyncio.wait_for(self._wake.wait(), IDLE_CHECK)
+                # not asyncio.wait_for: on 3.11 it swallows a cancel that lands as the event fires
+                async with asyncio.timeout(IDLE_CHECK):
+                    await self._wake.wait()
             except TimeoutError:
                 pass
             self._wake.clear()
@@ -197,9 +200,10 @@ class Uplink:
 
     async def close(self, final_timeout: float) -> None:
         """Stop the background task, then one bounded final attempt at what is left."""
+        self._closing = True
         if self._task is not None:
             self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await asyncio.wait({self._task}, timeout=final_timeout)  # bounded, whatever it was doing
         try:
             if final_timeout > 0 and self.stats.depth > 0:
                 async with asyncio.timeout(final_timeout):

@@ -316,15 +316,19 @@ _TOP_KEYS = (*_SECTIONS, "probes", "targets")
 
 def load_config(path: Path) -> Config:
     """Read and validate a TOML file; raises ConfigError listing every problem."""
+    return parse_config(read_config_text(path), source=str(path))
+
+
+def read_config_text(path: Path) -> str:
+    """A config file's text; an unreadable file is a ConfigError naming it (agent and collector alike)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(["file not found"], source=str(path)) from None
     except UnicodeDecodeError as exc:
         raise ConfigError([f"not UTF-8 text (byte {exc.start})"], source=str(path)) from None
     except OSError as exc:
         raise ConfigError([f"cannot read: {exc.strerror or exc}"], source=str(path)) from None
-    return parse_config(text, source=str(path))
 
 
 def parse_config(text: str, source: str = "<string>") -> Config:

@@ -24,12 +24,17 @@ def _group() -> None:
 
 
 @app.command("check")
-def check(file: Path = typer.Argument(..., help="agent configuration (TOML)", show_default=False)) -> None:
-    """Validate FILE: print OK and a summary, or every problem (one per line) and exit 2."""
+def check(file: Path = typer.Argument(..., help="agent or collector configuration (TOML)",
+                                      show_default=False)) -> None:
+    """Validate FILE (an agent's, or a collector's: one with [collector]): print OK and a summary,
+    or every problem (one per line) and exit 2."""
     from netprobe.config import load_config  # lazily: pydantic model building is slow to import
 
     out = Console(soft_wrap=True, highlight=False)
     try:
+        if _is_collector(file):
+            _check_collector(file, out)
+            return
         config = load_config(file)
         _check_files(config, str(file))
     except ConfigError as exc:
@@ -47,6 +52,43 @@ def check(file: Path = typer.Argument(..., help="agent configuration (TOML)", sh
     out.print(f"OK: {len(config.targets)} targets{note}, {jobs} jobs", markup=False)
 
 
+def _is_collector(file: Path) -> bool:
+    """A file with a [collector] table and no [agent] one; anything unparsable goes the agent's way,
+    which reports it."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+    return "collector" in data and "agent" not in data
+
+
+def _check_collector(file: Path, out: Console) -> None:
+    from netprobe.collector.config import load_collector_config
+    from netprobe.store.urls import display_url
+
+    cfg = load_collector_config(file)
+    problems = _unreadable([("influxdb.token_file", cfg.influxdb.token_file)])
+    if problems:
+        raise ConfigError(problems, source=str(file))
+    influx = cfg.influxdb.url or "off"
+    out.print(f"OK: collector on {cfg.collector.listen}, database {display_url(cfg.storage.url)}, "
+              f"influxdb {influx}", markup=False)
+
+
+def _unreadable(files: list[tuple[str, str]]) -> list[str]:
+    """Secret files the service reads at start: missing or unreadable ones are named now."""
+    problems = []
+    for key, path in files:
+        if path:
+            try:
+                Path(path).read_bytes()
+            except OSError as exc:
+                problems.append(f"{key}: {path}: {exc.strerror or exc}")
+    return problems
+
+
 def _check_files(config: Config, source: str) -> None:
     """Files the agent would only warn about at run time are problems here, where someone is looking."""
     from netprobe.geoip import mmdb_problem
@@ -56,6 +98,8 @@ def _check_files(config: Config, source: str) -> None:
         problem = mmdb_problem(path, "asn" if key == "asn_db" else "city") if path is not None else None
         if problem is not None:
             problems.append(f"geoip.{key}: {path}: {problem}")
+    problems += _unreadable([("uplink.token_file", config.uplink.token_file),
+                             ("influxdb.token_file", config.influxdb.token_file)])
     if problems:
         raise ConfigError(problems, source=source)
 

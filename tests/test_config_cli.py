@@ -68,3 +68,31 @@ def test_real_command_exit_codes_and_no_traceback(tmp_path: Path) -> None:
         assert "Traceback" not in bad.stderr + bad.stdout
         assert str(path) in bad.stderr
     assert "line 4, column 1 (end of file)" in run_cli("config", "check", str(broken)).stderr
+
+
+def test_check_a_collector_file_and_its_problems(tmp_path: Path) -> None:
+    ok = CliRunner().invoke(app, ["check", str(ROOT / "config.collector.example.toml")])
+    assert ok.exit_code == 0, ok.output
+    assert "OK: collector on 0.0.0.0:8471" in ok.output
+    bad = tmp_path / "collector.toml"
+    bad.write_text('[collector]\nlisten = "nowhere"\nmax_body_mb = 0\n[storage]\nurl = "sqlite:///x.db"\n'
+                   f'[influxdb]\nurl = "http://127.0.0.1:8086"\ntoken_file = "{tmp_path}/missing"\n')
+    result = CliRunner().invoke(app, ["check", str(bad)])
+    assert result.exit_code == 2
+    paths = [line.split(":")[0] for line in result.output.splitlines()[1:]]
+    assert paths == ["collector.listen", "collector.max_body_mb"], result.output
+
+
+def test_check_names_an_unreadable_token_file(tmp_path: Path) -> None:
+    text = (ROOT / "config.example.toml").read_text()
+    text = text.replace('[uplink]\n', '[uplink]\nurl = "http://127.0.0.1:8471"\n', 1)
+    text = text.replace('url = ""\n# The token', '# The token', 1)  # the example's own url = "" line
+    text = text.replace('token_file = ""\n# Or the environment variable holding it. Default "".',
+                        f'token_file = "{tmp_path}/uplink.token"\n# env', 1)
+    path = tmp_path / "agent.toml"
+    path.write_text(text)
+    result = CliRunner().invoke(app, ["check", str(path)])
+    assert result.exit_code == 2, result.output
+    assert f"uplink.token_file: {tmp_path}/uplink.token: No such file or directory" in result.output
+    (tmp_path / "uplink.token").write_text("t0ken\n")
+    assert CliRunner().invoke(app, ["check", str(path)]).exit_code == 0

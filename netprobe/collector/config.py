@@ -15,6 +15,7 @@ from netprobe.config import (
     _Model,
     _toml_problem,
     _validate,
+    read_config_text,
 )
 from netprobe.durations import Duration
 from netprobe.errors import ConfigError
@@ -86,15 +87,7 @@ _REQUIRED = ("storage",)
 
 def load_collector_config(path: Path) -> CollectorConfig:
     """Read and validate a TOML file; raises ConfigError listing every problem."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(["file not found"], source=str(path)) from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError([f"not UTF-8 text (byte {exc.start})"], source=str(path)) from None
-    except OSError as exc:
-        raise ConfigError([f"cannot read: {exc.strerror or exc}"], source=str(path)) from None
-    return parse_collector_config(text, source=str(path))
+    return parse_collector_config(read_config_text(path), source=str(path))
 
 
 def parse_collector_config(text: str, source: str = "<string>") -> CollectorConfig:

@@ -331,12 +331,17 @@ def read_config_text(path: Path) -> str:
         raise ConfigError([f"cannot read: {exc.strerror or exc}"], source=str(path)) from None
 
 
-def parse_config(text: str, source: str = "<string>") -> Config:
-    """Validate TOML text; raises ConfigError(problems, source) with one "path: message" per problem."""
+def parse_toml(text: str, source: str) -> dict[str, Any]:
+    """TOML text as a dict; a syntax error is a ConfigError giving its line and column."""
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([_toml_problem(str(exc), text)], source=source) from None
+
+
+def parse_config(text: str, source: str = "<string>") -> Config:
+    """Validate TOML text; raises ConfigError(problems, source) with one "path: message" per problem."""
+    data = parse_toml(text, source)
     problems: list[str] = []
     config = _build(data, problems)
     if problems or config is None:

@@ -7,9 +7,6 @@ import asyncio
 import gzip
 import json
 import shutil
-import subprocess
-import time
-import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -438,24 +435,10 @@ def vm(tmp_path: Path) -> Iterator[str]:
     """VictoriaMetrics on loopback: it speaks the InfluxDB v2 write API."""
     if shutil.which("victoria-metrics") is None:
         pytest.skip("victoria-metrics not installed (.ci/run installs it)")
-    from test_influx import _free_port
+    from test_influx import victoria_metrics
 
-    port = _free_port()
-    proc = subprocess.Popen(["victoria-metrics", f"-httpListenAddr=127.0.0.1:{port}",
-                             f"-storageDataPath={tmp_path / 'vm'}", "-search.latencyOffset=0s",
-                             "-retentionPeriod=100y"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(f"{url}/health", timeout=1).read()
-                break
-            except OSError:
-                time.sleep(0.1)
+    with victoria_metrics(tmp_path / "vm") as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 async def test_accepted_rounds_reach_influxdb(sqlite_url: str, tmp_path: Path, vm: str) -> None:

@@ -5,6 +5,7 @@ and never blocks."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
 import socket
@@ -14,6 +15,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from test_store_helpers import icmp_envelope
@@ -31,10 +33,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def vm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@contextlib.contextmanager
+def victoria_metrics(data: Path) -> Iterator[str]:
+    """VictoriaMetrics on a free loopback port (it speaks the InfluxDB v2 write API); yields its URL."""
     port = _free_port()
-    data = tmp_path_factory.mktemp("vm")
     proc = subprocess.Popen(["victoria-metrics", f"-httpListenAddr=127.0.0.1:{port}",
                              f"-storageDataPath={data}", "-search.latencyOffset=0s", "-retentionPeriod=100y"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -50,6 +52,12 @@ def vm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def vm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with victoria_metrics(tmp_path_factory.mktemp("vm")) as url:
+        yield url
 
 
 def _export(url: str, match: str) -> list[dict[str, object]]:

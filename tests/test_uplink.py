@@ -7,6 +7,7 @@ it received; the end-to-end tests with the real collector and PostgreSQL are in 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
@@ -83,6 +84,18 @@ async def stored(uplink: Uplink, store: Store, envs: list[dict[str, Any]]) -> No
     uplink.stored(stats.accepted, stats.outbox_dropped)
 
 
+@contextlib.asynccontextmanager
+async def running(store: Store, config: UplinkConfig, token: str = "s3cret",
+                  final: float = 1.0) -> AsyncIterator[Uplink]:
+    """A started uplink, closed (with a final attempt of `final` s) on the way out."""
+    uplink = Uplink(store, config, token)
+    await uplink.start()
+    try:
+        yield uplink
+    finally:
+        await uplink.close(final)
+
+
 async def until(cond: Callable[[], bool], timeout: float = 10.0) -> None:
     async with asyncio.timeout(timeout):
         while not cond():  # noqa: ASYNC110 - polls the uplink's counters, which signal nothing
@@ -104,13 +117,9 @@ async def test_outbox_fills_in_the_store_transaction_and_keeps_its_cap(store: St
 
 async def test_uploads_gzip_batches_with_the_token_and_empties_the_outbox(store: Store,
                                                                          collector: Collector) -> None:
-    uplink = Uplink(store, cfg(collector.url, batch=40), "s3cret")
-    await uplink.start()
-    try:
+    async with running(store, cfg(collector.url, batch=40)) as uplink:
         await stored(uplink, store, rounds(100))
         await until(lambda: uplink.stats.depth == 0)
-    finally:
-        await uplink.close(1.0)
     assert await store.outbox_depth() == 0
     assert len(collector.stored) == 100 and uplink.stats.sent == 100
     assert [len(b) for b in collector.batches] == [40, 40, 20]
@@ -128,13 +137,9 @@ async def test_an_outage_backs_off_and_loses_nothing(store: Store, collector: Co
         return (status, {"error": "down"}) if status != 200 else collector.accept(batch)
 
     collector.answer = flaky
-    uplink = Uplink(store, cfg(collector.url), "s3cret")
-    await uplink.start()
-    try:
+    async with running(store, cfg(collector.url)) as uplink:
         await stored(uplink, store, rounds(30))
         await until(lambda: uplink.stats.depth == 0)
-    finally:
-        await uplink.close(1.0)
     assert len(collector.stored) == 30
     assert uplink.stats.failures == {"http_503": 1, "http_502": 1, "http_500": 1}
 
@@ -150,38 +155,26 @@ async def test_a_lost_answer_is_replayed_and_counted_as_duplicates(store: Store,
         return (504, {}) if next(answers, None) else body
 
     collector.answer = lossy
-    uplink = Uplink(store, cfg(collector.url), "s3cret")
-    await uplink.start()
-    try:
+    async with running(store, cfg(collector.url)) as uplink:
         await stored(uplink, store, rounds(10))
         await until(lambda: uplink.stats.depth == 0)
-    finally:
-        await uplink.close(1.0)
     assert (uplink.stats.sent, uplink.stats.duplicates) == (0, 10)
     assert len(collector.stored) == 10
 
 
 async def test_nobody_listening_keeps_everything_and_counts_connect_errors(store: Store,
                                                                           unused_tcp_port: int) -> None:
-    uplink = Uplink(store, cfg(f"http://127.0.0.1:{unused_tcp_port}"), "s3cret")
-    await uplink.start()
-    try:
+    async with running(store, cfg(f"http://127.0.0.1:{unused_tcp_port}"), final=0.5) as uplink:
         await stored(uplink, store, rounds(5))
         await until(lambda: uplink.stats.failures.get("connect", 0) >= 2)
-    finally:
-        await uplink.close(0.5)
     assert await store.outbox_depth() == 5 and uplink.stats.depth == 5
 
 
 async def test_a_refused_token_is_retried_never_dropped(store: Store, collector: Collector) -> None:
     collector.answer = lambda batch: (401, {"error": "bad token"})
-    uplink = Uplink(store, cfg(collector.url), "wrong")
-    await uplink.start()
-    try:
+    async with running(store, cfg(collector.url), token="wrong", final=0.0) as uplink:
         await stored(uplink, store, rounds(5))
         await until(lambda: uplink.stats.failures.get("unauthorized", 0) >= 2)
-    finally:
-        await uplink.close(0.0)
     assert await store.outbox_depth() == 5
 
 
@@ -193,13 +186,9 @@ async def test_a_refused_round_is_isolated_and_parked_while_the_rest_go_through(
         return collector.accept(batch)
 
     collector.answer = picky
-    uplink = Uplink(store, cfg(collector.url), "s3cret")
-    await uplink.start()
-    try:
+    async with running(store, cfg(collector.url), final=0.5) as uplink:
         await stored(uplink, store, rounds(40))
         await until(lambda: len(collector.stored) == 39 and uplink.stats.rejected == 1)
-    finally:
-        await uplink.close(0.5)
     assert "r00013" not in collector.stored
     # kept for a later attempt (a fixed collector), not due again for an hour
     assert await store.outbox_depth() == 1
@@ -213,16 +202,12 @@ async def test_too_large_halves_the_batch(store: Store, collector: Collector) ->
         return (413, {"error": "too large"}) if len(batch) > 60 else collector.accept(batch)
 
     collector.answer = capped
-    uplink = Uplink(store, cfg(collector.url, batch=500), "s3cret")
-    await uplink.start()
-    try:
+    async with running(store, cfg(collector.url, batch=500)) as uplink:
         await stored(uplink, store, rounds(300))
         await until(lambda: uplink.stats.depth == 0)
         before = len(collector.batches)
         await stored(uplink, store, rounds(100, start=300))
         await until(lambda: uplink.stats.depth == 0)
-    finally:
-        await uplink.close(1.0)
     assert len(collector.stored) == 400 and uplink.stats.rejected == 0
     assert max(len(b) for b in collector.batches[before:]) <= 60  # no more 413s: batches stay small
 

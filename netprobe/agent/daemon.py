@@ -157,13 +157,9 @@ class Agent:
         return 0
 
     def _extra_sinks(self) -> list[Any]:
-        influx = self.config.influxdb
-        if not influx.url:
-            return []
-        from netprobe.sinks.influx import InfluxSink, read_token
+        from netprobe.sinks.influx import influx_sinks
 
-        token = read_token(influx.token_file, influx.token_env)
-        return [InfluxSink(influx.url, influx.org, influx.bucket, token)]
+        return list(influx_sinks(self.config.influxdb))
 
     async def _exporter(self, pipeline: Pipeline, uplink: Uplink | None) -> tuple[Any, Any]:
         """The Prometheus exporter when [metrics] listen is set: (Metrics, its aiohttp runner)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +12,8 @@ from netprobe.config import (
     LogConfig,
     StorageConfig,
     _Model,
-    _toml_problem,
     _validate,
+    parse_toml,
     read_config_text,
 )
 from netprobe.durations import Duration
@@ -91,10 +90,7 @@ def load_collector_config(path: Path) -> CollectorConfig:
 
 
 def parse_collector_config(text: str, source: str = "<string>") -> CollectorConfig:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError([_toml_problem(str(exc), text)], source=source) from None
+    data = parse_toml(text, source)
     problems: list[str] = []
     for key in data:
         if key not in _SECTIONS:

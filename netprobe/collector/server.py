@@ -108,13 +108,9 @@ class Collector:
             await self.store.close()
 
     def _sinks(self) -> list[Sink]:
-        influx = self.config.influxdb
-        if not influx.url:
-            return []
-        from netprobe.sinks.influx import InfluxSink, read_token
+        from netprobe.sinks.influx import influx_sinks
 
-        token = read_token(influx.token_file, influx.token_env)
-        return [InfluxSink(influx.url, influx.org, influx.bucket, token)]
+        return list(influx_sinks(self.config.influxdb))
 
     async def _retention_loop(self) -> None:
         assert self.store is not None

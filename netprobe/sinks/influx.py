@@ -9,9 +9,12 @@ import os
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from netprobe.errors import SetupError
+
+if TYPE_CHECKING:
+    from netprobe.config import InfluxConfig
 
 TAGS = (("agent", "agent", "id"), ("region", "agent", "region"), ("isp", "agent", "isp"),
         ("target", "target", "id"), ("datacenter", "target", "datacenter"), ("line", "target", "line"))
@@ -62,6 +65,13 @@ def read_token(token_file: str, token_env: str) -> str:
             raise SetupError(f"influxdb.token_env: ${token_env} is not set")
         return value
     return ""
+
+
+def influx_sinks(cfg: InfluxConfig) -> list[InfluxSink]:
+    """The sink [influxdb] asks for (none when `url` is empty); a missing token fails here, at start."""
+    if not cfg.url:
+        return []
+    return [InfluxSink(cfg.url, cfg.org, cfg.bucket, read_token(cfg.token_file, cfg.token_env))]
 
 
 class InfluxSink:

@@ -41,7 +41,8 @@ def base_spec(fast_rtt: tuple[float, float] = (12.0, 8.0), jitter_ms: float = 0.
              "forward": {"delay_ms": fast_rtt[0]}, "reverse": {"delay_ms": fast_rtt[1]}},
             # Same datacenter as `fast`: replies must go back through their own route.
             {"id": "slow", "datacenter": "hk", "line": "bgp", "tcp_ports": [8443],
-             "forward": {"delay_ms": 20.0}, "reverse": {"delay_ms": 30.0}},
+             "forward": {"delay_ms": 20.0}, "reverse": {"delay_ms": 30.0},
+             "peak": {"reverse": {"delay_ms": 60.0, "loss_pct": 0.0}}},
             {"id": "lossy", "datacenter": "tokyo", "line": "163",
              "forward": {"delay_ms": 1.0, "loss_pct": 10.0}, "reverse": {"delay_ms": 1.0, "loss_pct": 5.0}},
             {"id": "jitter", "datacenter": "tokyo", "line": "163",
@@ -81,10 +82,10 @@ def lab(module_lab: Path) -> LabState:
     return state
 
 
-def set_spec(spec: dict[str, Any], directory: Path, name: str) -> LabState:
+def set_spec(spec: dict[str, Any], directory: Path, name: str, profile: str = "base") -> LabState:
     path = directory / name
     path.write_text(write_spec(spec, directory).read_text())
-    return api.set_impairments(path)
+    return api.set_impairments(path, profile=profile)
 
 
 def run_parallel(commands: list[list[str]], timeout: float = 60.0) -> list[str]:
@@ -94,6 +95,20 @@ def run_parallel(commands: list[list[str]], timeout: float = 60.0) -> list[str]:
 
 
 # --- spec validation (no root needed) ----------------------------------------------------------
+
+
+def test_peak_profile_replaces_only_what_it_gives() -> None:
+    spec = parse_spec(base_spec())
+    peak = spec.with_profile("peak")
+    slow = {r.id: r for r in peak.routes}["slow"]
+    assert (slow.forward_impairment().delay_ms, slow.reverse_impairment().delay_ms) == (20.0, 60.0)
+    assert peak.routes[0] == spec.routes[0]  # a route without [routes.peak] keeps its figures
+    assert spec.with_profile("base") == spec
+    with pytest.raises(ConfigError, match="profile"):
+        spec.with_profile("rush-hour")
+    with pytest.raises(ConfigError, match="rtt_ms or forward/reverse"):
+        parse_spec({"routes": [{"id": "x", "datacenter": "hk", "line": "bgp",
+                                "peak": {"rtt_ms": 5.0, "forward": {"delay_ms": 1.0}}}]})
 
 
 def test_bad_spec_names_the_field() -> None:
@@ -203,6 +218,21 @@ def test_jitter_rises_with_configured_jitter_and_never_reorders(lab: LabState, s
     assert stdevs[0] < 0.5, stdevs
     assert stdevs[0] < stdevs[1] < stdevs[2], stdevs
     assert stdevs[2] > 2.0, stdevs
+
+
+@pytest.mark.lab
+def test_peak_profile_switches_live_and_back(lab: LabState, spec_dir: Path) -> None:
+    slow = lab.routes["slow"]
+    try:
+        state = set_spec(base_spec(), spec_dir, "peak.toml", profile="peak")
+        assert state.profile == "peak" and state.routes["slow"].rtt_ms == 80.0
+        summary = ping_summary(agent_exec(["ping", "-q", "-i", "0.01", "-c", "50", slow.ipv4]).stdout)
+        assert abs(summary["avg"] - 80.0) <= RTT_TOLERANCE_MS, summary
+    finally:
+        back = set_spec(base_spec(), spec_dir, "base.toml")
+    assert back.profile == "base"
+    summary = ping_summary(agent_exec(["ping", "-q", "-i", "0.01", "-c", "50", slow.ipv4]).stdout)
+    assert abs(summary["avg"] - 50.0) <= RTT_TOLERANCE_MS, summary
 
 
 @pytest.mark.lab

@@ -76,10 +76,11 @@ def current() -> LabState | None:
         raise LabError(f"{STATE_DIR / STATE_FILE} is unreadable ({exc}); run `netprobe lab down`") from None
 
 
-def up(spec_path: Path, replace: bool = False) -> LabState:
-    """Build the lab described by spec_path; a lab already up is an error unless replace."""
+def up(spec_path: Path, replace: bool = False, profile: str = "base") -> LabState:
+    """Build the lab described by spec_path (its base or peak figures); a lab already up is an error
+    unless replace."""
     _require_root()
-    spec = load_spec(spec_path)
+    spec = load_spec(spec_path).with_profile(profile)
     if current() is not None or topology.existing_lab_namespaces():
         if not replace:
             raise LabError("a lab is already up; run `netprobe lab down` first or pass --replace")
@@ -98,7 +99,7 @@ def up(spec_path: Path, replace: bool = False) -> LabState:
         state = LabState(
             spec_path=str(spec_path.resolve()), agent_ns=addr.AGENT_NS, isp_ns=addr.ISP_NS,
             namespaces=topology.namespaces_for(routes), relay_pid=pid, relay_start_ticks=ticks,
-            generation=1, agent_ipv4=addr.AGENT_V4, agent_ipv6=addr.AGENT_V6,
+            generation=1, profile=profile, agent_ipv4=addr.AGENT_V4, agent_ipv6=addr.AGENT_V6,
             isp_ipv4=addr.ISP_V4, isp_ipv6=addr.ISP_V6,
             unrouted_ipv4=addr.UNROUTED_V4, unrouted_ipv6=addr.UNROUTED_V6,
             routes={r.id: r for r in routes})
@@ -128,10 +129,10 @@ def _topology_key(routes: list[RouteInfo]) -> list[tuple[str, str, tuple[int, ..
     return [(r.id, r.datacenter, tuple(r.tcp_ports)) for r in routes]
 
 
-def set_impairments(spec_path: Path) -> LabState:
+def set_impairments(spec_path: Path, profile: str = "base") -> LabState:
     """Change delay/jitter/loss/hops of the running lab in place (no state is dropped)."""
     _require_root()
-    spec = load_spec(spec_path)
+    spec = load_spec(spec_path).with_profile(profile)
     state = current()
     if state is None:
         raise LabError("no lab is up; run `netprobe lab up SPEC` first")
@@ -146,7 +147,7 @@ def set_impairments(spec_path: Path) -> LabState:
     if [r.hostname for r in routes] != [r.hostname for r in old]:
         topology.write_name_files(routes)
     new_state = state.model_copy(update={
-        "spec_path": str(spec_path.resolve()), "generation": generation,
+        "spec_path": str(spec_path.resolve()), "generation": generation, "profile": profile,
         "routes": {r.id: r for r in routes}})
     write_state(new_state, STATE_DIR)
     return new_state

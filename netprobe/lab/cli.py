@@ -16,13 +16,15 @@ from netprobe.lab.render import lab_table
 app = typer.Typer(no_args_is_help=True)
 # Piped output (logs, CI) gets a wide table instead of rich's 80-column default.
 console = Console(width=None if sys.stdout.isatty() else 200)
+PROFILE = typer.Option("base", "--profile", help="base figures, or the routes' [routes.peak] ones")
 
 
 @app.command("up")
 def up_cmd(spec: Path = typer.Argument(..., help="lab spec (TOML), e.g. agents/lab.toml"),
-           replace: bool = typer.Option(False, "--replace", help="tear down a running lab first")) -> None:
+           replace: bool = typer.Option(False, "--replace", help="tear down a running lab first"),
+           profile: str = PROFILE) -> None:
     """Build namespaces, links and the impairment relay; print the map of targets."""
-    state = api.up(spec, replace=replace)
+    state = api.up(spec, replace=replace, profile=profile)
     console.print(lab_table(state))
 
 
@@ -34,9 +36,10 @@ def down_cmd() -> None:
 
 
 @app.command("set")
-def set_cmd(spec: Path = typer.Argument(..., help="same routes, new delay/jitter/loss/hops")) -> None:
-    """Change impairments of the running lab without dropping anything."""
-    state = api.set_impairments(spec)
+def set_cmd(spec: Path = typer.Argument(..., help="same routes, new delay/jitter/loss/hops"),
+            profile: str = PROFILE) -> None:
+    """Change impairments of the running lab without dropping anything (or switch profile)."""
+    state = api.set_impairments(spec, profile=profile)
     console.print(lab_table(state))
 
 

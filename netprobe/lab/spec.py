@@ -30,6 +30,26 @@ class Impairment(BaseModel):
                                    "right behind the first), as a misbehaving link or router does")
 
 
+PROFILES = ("base", "peak")
+
+
+class PeakProfile(BaseModel):
+    """A route's evening-peak figures, applied by `lab up/set --profile peak` (the demo switches to
+    them for the compressed evening). Directions not given keep their base figures."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rtt_ms: float | None = Field(default=None, ge=0, le=20_000, description="shorthand: split evenly")
+    forward: Impairment | None = None
+    reverse: Impairment | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> PeakProfile:
+        if self.rtt_ms is not None and (self.forward is not None or self.reverse is not None):
+            raise ValueError("give either rtt_ms or forward/reverse, not both")
+        return self
+
+
 class RouteSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -43,6 +63,7 @@ class RouteSpec(BaseModel):
     hops: list[str] = Field(default_factory=list, max_length=MAX_HOPS)
     hops6: list[str] | None = None
     hop_loss_pct: Percent | list[Percent] = 0.0
+    peak: PeakProfile | None = None
 
     @field_validator("tcp_ports")
     @classmethod
@@ -91,6 +112,17 @@ class RouteSpec(BaseModel):
             return self.reverse
         return Impairment(delay_ms=(self.rtt_ms or 0.0) / 2)
 
+    def with_profile(self, profile: str) -> RouteSpec:
+        """This route as `profile` has it: the base figures, or the peak ones where given."""
+        if profile == "base" or self.peak is None:
+            return self
+        p = self.peak
+        if p.rtt_ms is not None:
+            half = Impairment(delay_ms=p.rtt_ms / 2)
+            return self.model_copy(update={"rtt_ms": None, "forward": half, "reverse": half})
+        return self.model_copy(update={"rtt_ms": None, "forward": p.forward or self.forward_impairment(),
+                                       "reverse": p.reverse or self.reverse_impairment()})
+
     def hop_losses(self) -> list[float]:
         if isinstance(self.hop_loss_pct, list):
             return list(self.hop_loss_pct)
@@ -108,6 +140,11 @@ class LabSpec(BaseModel):
 
     lab: LabGlobals = Field(default_factory=LabGlobals)
     routes: list[RouteSpec] = Field(min_length=1, max_length=MAX_ROUTES)
+
+    def with_profile(self, profile: str) -> LabSpec:
+        if profile not in PROFILES:
+            raise ConfigError([f"profile: {profile!r} is not one of {', '.join(PROFILES)}"])
+        return self.model_copy(update={"routes": [r.with_profile(profile) for r in self.routes]})
 
     @model_validator(mode="after")
     def _unique_ids(self) -> LabSpec:

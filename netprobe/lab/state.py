@@ -55,6 +55,7 @@ class LabState(BaseModel):
     relay_pid: int
     relay_start_ticks: int
     generation: int
+    profile: str = "base"             # base or peak figures of the spec (lab up/set --profile)
     agent_ipv4: str
     agent_ipv6: str
     isp_ipv4: str

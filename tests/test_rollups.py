@@ -108,13 +108,14 @@ def test_merge_hours_of_nothing_is_none() -> None:
 
 
 def _sse_envelope(ts: datetime, first: float, gap_p95: float, stalls: int, seconds: float,
-                  delay_p95: float, status: str = "ok") -> dict[str, object]:
+                  delay_p95: float, status: str = "ok", mode: str = "emitter", ttfb: float | None = None,
+                  tpot: float | None = None) -> dict[str, object]:
     from test_store_helpers import AGENT, TARGET
 
     from netprobe.results import SseResult, envelope
 
     result = SseResult(probe="sse", host="h", started_at=ts, status=status,  # type: ignore[arg-type]
-                       first_event_ms=first,
+                       first_event_ms=first, mode=mode, ttfb_ms=ttfb, tpot_ms=tpot,
                        gaps_ms={"p50": 20.0, "p95": gap_p95, "p99": gap_p95, "max": 900.0},
                        stalls=stalls, duration_s=seconds, delay_var_ms={"p50": 0.5, "p95": delay_p95},
                        sent=1, received=int(status == "ok"), loss_pct=0.0 if status == "ok" else 100.0,
@@ -139,5 +140,19 @@ async def test_sse_streams_roll_up_first_event_gap_stalls_and_delay(tmp_path: Pa
     assert window.rtt_p50_ms == pytest.approx(120.0, rel=0.011)       # first event, ok streams only
     assert window.gap_p95_ms == pytest.approx(40.0)                     # (30 + 50 + 40) / 3
     assert window.delay_var_p95_ms == pytest.approx(3.0)
+    assert window.delay_var_p50_ms == pytest.approx(0.5)
     assert window.stalls_per_min == pytest.approx(4 / 2.0)              # 4 stalls in 120 s of streams
     assert window.loss_pct == 25.0
+    assert window.server_first_ms is None and window.tpot_ms is None   # emitter streams: no GPU figures
+
+
+def test_openai_streams_roll_up_the_servers_first_token_and_tpot() -> None:
+    """The server's share of the first token is first event − response headers (the network's round
+    trip is in both); TPOT the mean over streams."""
+    rollup = Rollup()
+    for first, ttfb, tpot in ((400.0, 100.0, 20.0), (500.0, 120.0, 30.0)):
+        rollup.add(parse_envelope(_sse_envelope(T0, first, 40.0, 0, 10.0, 2.0, mode="openai", ttfb=ttfb,
+                                                tpot=tpot)))
+    figures = rollup.figures()
+    assert figures["server_first_ms"] == pytest.approx((300.0 + 380.0) / 2)
+    assert figures["tpot_ms"] == pytest.approx(25.0)

@@ -152,8 +152,13 @@ class Rollup:
             # sse: mean over streams of each stream's gap p95 / delay-variation p95; stalls per minute
             # of streamed time (each stream's stalls over its duration, summed)
             "gap_p95_ms": self._mean("gap_p95_ms"),
+            "delay_var_p50_ms": self._mean("delay_var_p50_ms"),
             "delay_var_p95_ms": self._mean("delay_var_p95_ms"),
             "stalls_per_min": self._stalls_per_min(),
+            # sse openai mode: the server's share of the first token (first event − response headers,
+            # the network's round trip cancels) and time per output token, means over streams
+            "server_first_ms": self._mean("server_first_ms"),
+            "tpot_ms": self._mean("tpot_ms"),
         }
 
     def _stalls_per_min(self) -> float | None:
@@ -167,11 +172,19 @@ def extra_values(result: Mapping[str, Any]) -> list[tuple[str, float]]:
     out: list[tuple[str, float]] = []
     if result.get("status") != "ok" or result.get("probe") != "sse":
         return out
-    blocks = (("gap_p95_ms", result.get("gaps_ms")), ("delay_var_p95_ms", result.get("delay_var_ms")))
-    for name, block in blocks:
-        value = block.get("p95") if isinstance(block, Mapping) else None
+    gaps, delay_var = result.get("gaps_ms"), result.get("delay_var_ms")
+    blocks = (("gap_p95_ms", gaps, "p95"), ("delay_var_p50_ms", delay_var, "p50"),
+              ("delay_var_p95_ms", delay_var, "p95"))
+    for name, block, key in blocks:
+        value = block.get(key) if isinstance(block, Mapping) else None
         if isinstance(value, int | float):
             out.append((name, float(value)))
+    if result.get("mode") == "openai":
+        first, headers, tpot = result.get("first_event_ms"), result.get("ttfb_ms"), result.get("tpot_ms")
+        if isinstance(first, int | float) and isinstance(headers, int | float):
+            out.append(("server_first_ms", max(0.0, float(first) - float(headers))))
+        if isinstance(tpot, int | float):
+            out.append(("tpot_ms", float(tpot)))
     stalls, seconds = result.get("stalls"), result.get("duration_s")
     if isinstance(stalls, int | float) and isinstance(seconds, int | float) and seconds > 0:
         out += [("stalls", float(stalls)), ("stream_s", float(seconds))]
@@ -203,8 +216,11 @@ class _Figures:
     rtt_p99_ms: float | None
     jitter_ms: float | None          # mean of the rounds' jitter
     gap_p95_ms: float | None         # sse
+    delay_var_p50_ms: float | None   # sse
     delay_var_p95_ms: float | None   # sse
     stalls_per_min: float | None     # sse
+    server_first_ms: float | None    # sse, openai mode
+    tpot_ms: float | None            # sse, openai mode
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,1 @@
+"""The latency budget: `netprobe budget` (DESIGN §5)."""

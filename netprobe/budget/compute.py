@@ -1,0 +1,132 @@
+"""The latency budget (DESIGN §5, §7): what a time-to-first-token target leaves the GPU.
+
+network_ms = network_floor_ms × round_trips × calls, where the floor is the evening-peak P95 RTT and
+round_trips counts the trips before the first byte (1 on a warm keep-alive connection, 3 on a new
+TCP + TLS 1.3 one, 4 with TLS 1.2). gpu_budget_ms = ttft − network_ms − jitter_margin_ms, with the
+margin = peak P95 − P50 of the SSE delay variation (or of the RTT without SSE data), once per call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+TlsVersion = Literal["1.2", "1.3"]
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One region × target at the evening peak (from `report peak`'s rows)."""
+
+    agent: str
+    region: str
+    target: str
+    datacenter: str
+    line: str
+    rtt_p50_ms: float
+    rtt_p95_ms: float
+    delay_var_p50_ms: float | None = None   # sse emitter streams
+    delay_var_p95_ms: float | None = None
+    gap_p95_ms: float | None = None
+    stalls_per_min: float | None = None
+    server_first_ms: float | None = None    # sse openai streams: queue + prefill + first token
+    tpot_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetParams:
+    ttft_ms: float
+    tpot_ms: float | None = None
+    tls: TlsVersion = "1.3"
+    keepalive: bool = False
+    calls: int = 1
+
+    @property
+    def round_trips(self) -> int:
+        if self.keepalive:
+            return 1
+        return 4 if self.tls == "1.2" else 3
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetRow:
+    agent: str
+    region: str
+    target: str
+    datacenter: str
+    line: str
+    network_floor_ms: float
+    round_trips: int
+    calls: int
+    network_ms: float
+    jitter_margin_ms: float
+    jitter_source: str               # "sse" (delay variation) or "rtt"
+    gpu_budget_ms: float             # queue + prefill + first token may take this long
+    gpu_measured_ms: float | None    # what openai-mode streams measured for it, if any
+    tpot_target_ms: float | None
+    tpot_measured_ms: float | None
+    gap_p95_ms: float | None
+    stalls_per_min: float | None
+    tpot_ok: bool | None             # None: no --tpot-ms or nothing measured to check it against
+    feasible: bool
+    why: str                         # the first segment over budget, "" when feasible
+    rank: int = 0                    # 1 = most GPU budget within the region
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def jitter_margin(c: Candidate) -> tuple[float, str]:
+    if c.delay_var_p50_ms is not None and c.delay_var_p95_ms is not None:
+        return max(0.0, c.delay_var_p95_ms - c.delay_var_p50_ms), "sse"
+    return max(0.0, c.rtt_p95_ms - c.rtt_p50_ms), "rtt"
+
+
+def tpot_check(c: Candidate, target: float | None) -> bool | None:
+    """Streaming keeps up when the measured per-token time and the peak gap P95 stay within the
+    target and the stream does not stall."""
+    if target is None:
+        return None
+    seen = [v for v in (c.tpot_ms, c.gap_p95_ms) if v is not None]
+    if not seen and c.stalls_per_min is None:
+        return None
+    return all(v <= target for v in seen) and not (c.stalls_per_min or 0.0) > 0.0
+
+
+def budget_row(c: Candidate, p: BudgetParams) -> BudgetRow:
+    network = c.rtt_p95_ms * p.round_trips * p.calls
+    margin, source = jitter_margin(c)
+    margin *= p.calls
+    gpu = p.ttft_ms - network - margin
+    tpot_ok = tpot_check(c, p.tpot_ms)
+    measured = c.server_first_ms * p.calls if c.server_first_ms is not None else None
+    why = ""
+    if gpu <= 0:
+        why = "network"
+    elif measured is not None and measured > gpu:
+        why = "gpu"
+    elif tpot_ok is False:
+        why = "tpot"
+    return BudgetRow(
+        agent=c.agent, region=c.region, target=c.target, datacenter=c.datacenter, line=c.line,
+        network_floor_ms=c.rtt_p95_ms, round_trips=p.round_trips, calls=p.calls, network_ms=network,
+        jitter_margin_ms=margin, jitter_source=source, gpu_budget_ms=gpu, gpu_measured_ms=measured,
+        tpot_target_ms=p.tpot_ms, tpot_measured_ms=c.tpot_ms, gap_p95_ms=c.gap_p95_ms,
+        stalls_per_min=c.stalls_per_min, tpot_ok=tpot_ok, feasible=not why, why=why)
+
+
+def budget_rows(candidates: list[Candidate], params: BudgetParams) -> list[BudgetRow]:
+    """One row per candidate, ranked within each region by GPU budget (most first)."""
+    rows = [budget_row(c, params) for c in candidates]
+    ranked: list[BudgetRow] = []
+    for region in sorted({r.region for r in rows}):
+        mine = sorted((r for r in rows if r.region == region),
+                      key=lambda r: (-r.gpu_budget_ms, r.target, r.agent))
+        ranked += [_with_rank(r, i + 1) for i, r in enumerate(mine)]
+    return ranked
+
+
+def _with_rank(row: BudgetRow, rank: int) -> BudgetRow:
+    d = row.to_dict()
+    d["rank"] = rank
+    return BudgetRow(**d)

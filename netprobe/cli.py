@@ -16,10 +16,13 @@ err_console = Console(stderr=True, soft_wrap=True)
 
 def _register() -> None:
     from netprobe.agent.cli import app as agent_app
+    from netprobe.alerts.cli import app as alerts_app
+    from netprobe.budget.cli import budget as budget_cmd
     from netprobe.collector.cli import app as collector_app
     from netprobe.config_cli import app as config_app
     from netprobe.lab.cli import app as lab_app
     from netprobe.probe_cli import app as probe_app
+    from netprobe.report.cli import app as report_app
     from netprobe.store.cli import app as db_app
     from netprobe.target.cli import target as target_cmd
 
@@ -29,6 +32,9 @@ def _register() -> None:
     app.add_typer(config_app, name="config", help="Validate configuration files.")
     app.add_typer(db_app, name="db", help="Database maintenance.")
     app.add_typer(lab_app, name="lab", help="Emulated routes for demos and tests (root).")
+    app.add_typer(alerts_app, name="alerts", help="Alert notifiers: send a test message through each.")
+    app.add_typer(report_app, name="report", help="Reports from the hourly rollups (evening peak).")
+    app.command("budget")(budget_cmd)
     app.command("target")(target_cmd)  # one command, not a group: `netprobe target --listen …`
 
 

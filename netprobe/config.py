@@ -29,6 +29,7 @@ from pydantic import (
     model_validator,
 )
 
+from netprobe.alerts.config import AlertRule, NotifierConfig, check_alerting
 from netprobe.durations import Duration
 from netprobe.errors import ConfigError
 from netprobe.lines import ClassificationConfig
@@ -282,6 +283,8 @@ class Config(_Model):
     probes: Mapping[str, ProbeSettings] = Field(
         description="[probes.<name>] defaults, one entry per registered probe")
     targets: tuple[TargetConfig, ...]
+    alerts: tuple[AlertRule, ...] = ()
+    notifiers: tuple[NotifierConfig, ...] = ()
     # (target id, probe) → effective settings, merged and validated at load.
     _effective: dict[tuple[str, str], ProbeSettings] = PrivateAttr(default_factory=dict)
 
@@ -311,7 +314,7 @@ _SECTIONS: dict[str, type[BaseModel]] = {
     "geoip": GeoIPConfig, "classification": ClassificationConfig, "metrics": MetricsConfig,
     "influxdb": InfluxConfig, "uplink": UplinkConfig,
 }
-_TOP_KEYS = (*_SECTIONS, "probes", "targets")
+_TOP_KEYS = (*_SECTIONS, "probes", "targets", "alerts", "notifiers")
 
 
 def load_config(path: Path) -> Config:
@@ -366,13 +369,18 @@ def _build(data: dict[str, Any], problems: list[str]) -> Config | None:
 
     defaults_raw, defaults = _probe_defaults(data.get("probes", {}), problems)
     targets, effective = _targets(data.get("targets"), defaults_raw, defaults, problems)
+    raw_targets = data.get("targets")
+    target_ids = [t["id"] for t in raw_targets if isinstance(t, dict) and isinstance(t.get("id"), str)] \
+        if isinstance(raw_targets, list) else []
+    alerts, notifiers = check_alerting(data, problems, target_ids)
 
     if problems:
         return None
     config = Config(agent=sections["agent"], storage=sections["storage"], resolver=sections["resolver"],
                     log=sections["log"], geoip=sections["geoip"], metrics=sections["metrics"],
                     influxdb=sections["influxdb"], uplink=sections["uplink"],
-                    classification=sections["classification"], probes=defaults, targets=tuple(targets))
+                    classification=sections["classification"], probes=defaults, targets=tuple(targets),
+                    alerts=alerts, notifiers=notifiers)
     config._effective.update(effective)
     return config
 

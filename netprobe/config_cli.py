@@ -13,6 +13,9 @@ from rich.table import Table
 from netprobe.errors import ConfigError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from netprobe.alerts.config import NotifierConfig
     from netprobe.config import Config
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
@@ -69,12 +72,16 @@ def _check_collector(file: Path, out: Console) -> None:
     from netprobe.store.urls import display_url
 
     cfg = load_collector_config(file)
-    problems = _unreadable([("influxdb.token_file", cfg.influxdb.token_file)])
+    problems = _unreadable([("influxdb.token_file", cfg.influxdb.token_file), *_secret_files(cfg.notifiers)])
     if problems:
         raise ConfigError(problems, source=str(file))
     influx = cfg.influxdb.url or "off"
     out.print(f"OK: collector on {cfg.collector.listen}, database {display_url(cfg.storage.url)}, "
               f"influxdb {influx}", markup=False)
+
+
+def _secret_files(notifiers: Sequence[NotifierConfig]) -> list[tuple[str, str]]:
+    return [(f"notifiers[{i}].secret_file", n.secret_file) for i, n in enumerate(notifiers)]
 
 
 def _unreadable(files: list[tuple[str, str]]) -> list[str]:
@@ -99,7 +106,8 @@ def _check_files(config: Config, source: str) -> None:
         if problem is not None:
             problems.append(f"geoip.{key}: {path}: {problem}")
     problems += _unreadable([("uplink.token_file", config.uplink.token_file),
-                             ("influxdb.token_file", config.influxdb.token_file)])
+                             ("influxdb.token_file", config.influxdb.token_file),
+                             *_secret_files(config.notifiers)])
     if problems:
         raise ConfigError(problems, source=source)
 

@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
 import pytest
 
 from netprobe.budget.compute import BudgetParams, Candidate, budget_row, budget_rows
@@ -55,3 +63,44 @@ def test_ranking_is_per_region_by_gpu_budget() -> None:
     ranks = {(r.region, r.target): r.rank for r in rows}
     assert ranks == {("cn-east", "hk"): 1, ("cn-east", "tokyo"): 2, ("cn-east", "us"): 3,
                      ("cn-north", "tokyo"): 1, ("cn-north", "hk"): 2}
+
+
+# -- the command, on a generated dataset through the real store ---------------------------------------
+def test_budget_command_takes_the_floor_from_the_peak_report(tmp_path: Path) -> None:
+    from report_support import dataset, write_all
+
+    now = datetime.now(UTC)
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    asyncio.run(write_all(url, dataset(now=now, days=3, agents=["sh-ct-1"], targets=["hk-cn2", "us-163"],
+                                       extras=False)))
+    report = json.loads(_cli("report", "peak", "--db", url, "--format", "json", "--days", "2").stdout)
+    done = _cli("budget", "--db", url, "--ttft-ms", "1000", "--days", "2", "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    peak = {r["target"]: r["peak"] for r in report["rows"]}
+    rows = {r["target"]: r for r in doc["rows"]}
+    assert set(rows) == {"hk-cn2", "us-163"}
+    for target, row in rows.items():
+        for key in ("region", "target", "network_floor_ms", "round_trips", "network_ms", "jitter_margin_ms",
+                    "gpu_budget_ms", "feasible", "rank"):  # the pinned fields
+            assert key in row
+        p95, p50 = peak[target]["rtt_p95_ms"], peak[target]["rtt_p50_ms"]
+        assert row["network_floor_ms"] == p95 and row["round_trips"] == 3
+        assert row["network_ms"] == pytest.approx(3 * p95)
+        assert row["jitter_margin_ms"] == pytest.approx(p95 - p50)
+        assert row["gpu_budget_ms"] == pytest.approx(1000 - 3 * p95 - (p95 - p50))
+    assert (rows["hk-cn2"]["rank"], rows["us-163"]["rank"]) == (1, 2)
+    warm = json.loads(_cli("budget", "--db", url, "--ttft-ms", "1000", "--days", "2", "--keepalive",
+                           "--calls", "4", "--json").stdout)
+    hk = next(r for r in warm["rows"] if r["target"] == "hk-cn2")
+    assert hk["round_trips"] == 1 and hk["network_ms"] == pytest.approx(4 * peak["hk-cn2"]["rtt_p95_ms"])
+    table = _cli("budget", "--db", url, "--ttft-ms", "1000", "--days", "2")
+    assert table.returncode == 0 and "hk-cn2" in table.stdout and "feasible" in table.stdout
+    bad = _cli("budget", "--db", url, "--ttft-ms", "1000", "--tls", "1.1")
+    assert bad.returncode == 2 and "--tls" in bad.stderr
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "250"}
+    return subprocess.run([sys.executable, "-m", "netprobe.cli", *args], capture_output=True, text=True,
+                          timeout=120, env=env)

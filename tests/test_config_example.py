@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from netprobe.alerts.config import AlertRule, NotifierConfig
 from netprobe.config import (
     AgentConfig,
     GeoIPConfig,
@@ -50,6 +51,9 @@ def test_example_sets_every_key_of_every_model() -> None:
                                  ("rules", LineRule, raw["classification"]["rules"])):
         shown = {k for entry in entries for k in entry}
         assert fields(model) <= shown, f"[[classification.{name}]] never shows {fields(model) - shown}"
+    for name, model in (("alerts", AlertRule), ("notifiers", NotifierConfig)):
+        shown = {k for entry in raw[name] for k in entry}
+        assert fields(model) <= shown, f"[[{name}]] never shows {fields(model) - shown}"
     target_keys = {k for t in raw["targets"] for k in t}
     missing = fields(TargetConfig) - target_keys
     assert not missing, f"[[targets]] misses {missing}"

@@ -12,6 +12,7 @@ from typing import Any
 
 from netprobe.agent.scheduler import ProbeScheduler
 from netprobe.agent.uplink import Uplink, read_token
+from netprobe.alerts.engine import alerting
 from netprobe.config import Config, load_config
 from netprobe.errors import ConfigError
 from netprobe.logs import log_event, setup_logging
@@ -26,6 +27,7 @@ log = logging.getLogger("netprobe.agent")
 DRAIN_GRACE = 2.0   # running rounds get this long to finish on SIGTERM …
 FLUSH_GRACE = 1.5   # … the sinks this long to flush …
 FINAL_UPLOAD = 1.0  # … and the uplink one attempt this long: together well inside 5 s
+ALERTS_GRACE = 0.5  # alerts stop and flush notifications alongside the drain, never longer
 RETENTION_EVERY = 3600.0
 
 
@@ -91,6 +93,7 @@ class Agent:
         cfg = self.config
         extra_sinks = self._extra_sinks()  # a missing token file fails here, before the store opens
         uplink_token = read_token(cfg.uplink) if cfg.uplink.url else None
+        alerts = alerting(cfg.alerts, cfg.notifiers, agent_id=cfg.agent.id)  # reads notifier secrets
         self.store = await open_store(self.db_url)
         uplink = Uplink(self.store, cfg.uplink, uplink_token) if uplink_token is not None else None
         ctx = ProbeContext(resolver=Resolver(refresh=cfg.resolver.refresh))
@@ -132,6 +135,8 @@ class Agent:
         pipeline.start()
         scheduler.start()
         retention = asyncio.create_task(self._retention_loop())
+        if alerts is not None:
+            alerts.start(self.store)
         log_event(log, "info", "agent started", agent=agent_env["id"], jobs=len(jobs),
                   db=self.store.display_url, icmp_socket=icmp_socket)
         try:
@@ -141,10 +146,13 @@ class Agent:
             pass
         t0 = time.monotonic()
         retention.cancel()
+        alerts_stop = asyncio.create_task(alerts.close(ALERTS_GRACE)) if alerts is not None else None
         cancelled = await scheduler.drain(DRAIN_GRACE)
         await pipeline.close(FLUSH_GRACE)
         if uplink is not None:
             await uplink.close(FINAL_UPLOAD)
+        if alerts_stop is not None:
+            await alerts_stop
         await self.store.close()
         await ctx.close()
         if exporter is not None:
@@ -203,6 +211,8 @@ class Agent:
             log.warning("uplink changed; restart the agent to apply it")
         if new.metrics.listen != self.config.metrics.listen:
             log.warning("metrics.listen changed; restart the agent to move the exporter")
+        if (new.alerts, new.notifiers) != (self.config.alerts, self.config.notifiers):
+            log.warning("alerts or notifiers changed; restart the agent to apply them")
         old, self.config = self.config, new
         setup_logging(new.log.level, new.log.format)
         self._enrich(ctx, old)

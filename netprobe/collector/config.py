@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
+from netprobe.alerts.config import AlertRule, NotifierConfig, check_alerting
 from netprobe.config import (
     InfluxConfig,
     LogConfig,
@@ -75,6 +76,8 @@ class CollectorConfig(_Model):
     storage: CollectorStorageConfig
     influxdb: InfluxConfig = InfluxConfig()
     log: LogConfig = LogConfig()
+    alerts: tuple[AlertRule, ...] = ()
+    notifiers: tuple[NotifierConfig, ...] = ()
 
 
 _SECTIONS: dict[str, type[BaseModel]] = {
@@ -82,6 +85,7 @@ _SECTIONS: dict[str, type[BaseModel]] = {
     "log": LogConfig,
 }
 _REQUIRED = ("storage",)
+_LISTS = ("alerts", "notifiers")      # [[alerts]], [[notifiers]]: arrays of tables, checked apart
 
 
 def load_collector_config(path: Path) -> CollectorConfig:
@@ -93,8 +97,8 @@ def parse_collector_config(text: str, source: str = "<string>") -> CollectorConf
     data = parse_toml(text, source)
     problems: list[str] = []
     for key in data:
-        if key not in _SECTIONS:
-            problems.append(f"{key}: unknown section or key; allowed: {', '.join(_SECTIONS)}")
+        if key not in _SECTIONS and key not in _LISTS:
+            problems.append(f"{key}: unknown section or key; allowed: {', '.join((*_SECTIONS, *_LISTS))}")
     sections: dict[str, Any] = {}
     for name, model in _SECTIONS.items():
         raw = data.get(name, None if name in _REQUIRED else {})
@@ -104,6 +108,7 @@ def parse_collector_config(text: str, source: str = "<string>") -> CollectorConf
             problems.append(f"{name}: must be a table ([{name}])")
         else:
             sections[name] = _validate(model, raw, name, problems)
+    alerts, notifiers = check_alerting(data, problems)   # targets are whatever the agents report
     if problems:
         raise ConfigError(problems, source=source)
-    return CollectorConfig(**sections)
+    return CollectorConfig(**sections, alerts=alerts, notifiers=notifiers)

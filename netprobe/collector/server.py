@@ -11,6 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
+from netprobe.alerts.engine import Alerting, alerting
 from netprobe.collector.app import Ingest, make_app
 from netprobe.collector.config import CollectorConfig
 from netprobe.collector.metrics import CollectorMetrics
@@ -24,6 +25,8 @@ log = logging.getLogger("netprobe.collector")
 
 CUT_AFTER = 1.0          # after the grace, requests still running get this long, then are cancelled
 FLUSH_GRACE = 2.0        # the Influx queue gets this long to drain on shutdown
+ALERTS_GRACE = 0.5       # alerts stop and flush notifications this long at most
+ALERTS_SETTLE = 60.0     # windows are evaluated this long after they close: agents upload in batches
 RETENTION_EVERY = 3600.0
 
 
@@ -42,6 +45,7 @@ class Collector:
         self._runner: web.AppRunner | None = None
         self._ingest: Ingest | None = None
         self._retention: asyncio.Task[None] | None = None
+        self.alerts: Alerting | None = None
 
     @property
     def addresses(self) -> list[tuple[str, int]]:
@@ -56,6 +60,7 @@ class Collector:
         """Open everything and listen; on failure nothing is left open. SetupError: cannot listen."""
         cfg = self.config
         sinks = self._sinks()    # an unreadable token file fails here, before the store opens
+        alerts = alerting(cfg.alerts, cfg.notifiers, settle=ALERTS_SETTLE)   # reads notifier secrets
         try:
             self.store = await open_store(cfg.storage.url)
         except BaseException:
@@ -88,9 +93,14 @@ class Collector:
         if self.pipeline is not None:
             self.pipeline.start()
         self._retention = asyncio.create_task(self._retention_loop(), name="collector:retention")
+        if alerts is not None:
+            self.alerts = alerts
+            alerts.start(self.store)
 
     async def stop(self) -> None:
         """Stop accepting, let requests in flight finish (collector.grace), flush Influx, close the store."""
+        if self.alerts is not None:
+            await self.alerts.close(ALERTS_GRACE)
         if self._retention is not None:
             self._retention.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -1,0 +1,57 @@
+"""`netprobe alerts test --config FILE`: one test message through every notifier, OK or the error each."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, add_completion=False)
+
+
+@app.callback()
+def _group() -> None:
+    """Alert notifiers."""
+
+
+@app.command("test")
+def test(config: Path = typer.Option(..., "--config", help="agent or collector configuration (TOML)",
+                                     show_default=False)) -> None:
+    """Send one test message (a firing alert named netprobe-test) through each configured notifier and
+    print OK or the error per notifier; exit 1 if any failed, 2 on a bad configuration."""
+    # lazily: pydantic, aiohttp and the config models are slow to import for every `netprobe` command
+    from netprobe.alerts.config import AlertRule
+    from netprobe.alerts.formats import Notification
+    from netprobe.alerts.notify import Dispatcher
+    from netprobe.config_cli import _is_collector
+    from netprobe.results import utc_now
+
+    if _is_collector(config):
+        from netprobe.collector.config import load_collector_config
+
+        notifiers, source = load_collector_config(config).notifiers, "collector"
+    else:
+        from netprobe.config import load_config
+
+        agent_cfg = load_config(config)
+        notifiers, source = agent_cfg.notifiers, agent_cfg.agent.id
+    if not notifiers:
+        typer.echo(f"{config}: no [[notifiers]] configured")
+        raise typer.Exit(1)
+    now = utc_now()
+    rule = AlertRule(name="netprobe-test", metric="loss_pct", op=">", threshold=1.0, clear_threshold=0.5,
+                     window=300.0, for_windows=1, notify=tuple(n.name for n in notifiers), severity="info")
+    start = now - timedelta(minutes=5)
+    note = Notification(rule=rule, agent=source, target="test", state="firing", value=2.0, probe="icmp",
+                        started_at=start, ended_at=None, window_start=start, window_end=now,
+                        valid_until=now + timedelta(minutes=5))
+    outcomes = asyncio.run(Dispatcher(notifiers).send_now(note))
+    failed = 0
+    for cfg in notifiers:
+        outcome = outcomes[cfg.name]
+        failed += not outcome.ok
+        typer.echo(f"{cfg.name} ({cfg.kind}): " + ("OK" if outcome.ok else f"FAILED: {outcome.error}"))
+    if failed:
+        raise typer.Exit(1)

@@ -1,0 +1,245 @@
+"""[[alerts]] and [[notifiers]]: models and list validation, one definition for agent and collector.
+
+Everything here names its field path (`alerts[1].notify[0]: unknown notifier 'opz'`); netprobe.config's
+validation helpers are imported when a file is checked, not at import, since that module imports this.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+)
+
+from netprobe.durations import Duration
+from netprobe.errors import SetupError
+
+Metric = Literal["loss_pct", "rtt_p95_ms", "jitter_ms", "stalls_per_min", "path_change", "line_mismatch"]
+Op = Literal[">", ">=", "<", "<="]
+Kind = Literal["webhook", "alertmanager", "feishu", "dingtalk", "wecom", "log"]
+METRICS: tuple[str, ...] = ("loss_pct", "rtt_p95_ms", "jitter_ms", "stalls_per_min", "path_change",
+                            "line_mismatch")
+SIGNED = ("dingtalk", "feishu")              # kinds whose bots can require a signature
+WITH_HEADERS = ("webhook", "alertmanager")   # kinds that take extra HTTP headers
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_GLOB = re.compile(r"[*?\[]")
+
+
+def _name(value: str) -> str:
+    if not _NAME_RE.match(value):
+        raise ValueError(f"{value!r} is not a valid name: use 1-64 letters, digits, '.', '_' or '-', "
+                         "starting with a letter or digit")
+    return value
+
+
+def _as_tuple(value: object) -> object:
+    return tuple(value) if isinstance(value, list) else value
+
+
+Name = Annotated[str, AfterValidator(_name)]
+
+
+class _Model(BaseModel):
+    # the same rules as netprobe.config's models: typed TOML, unknown keys are errors
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class AlertRule(_Model):
+    """One [[alerts]] table."""
+
+    name: Name = Field(description="unique among alerts; Alertmanager's alertname")
+    metric: Metric = Field(description="what is compared each window")
+    op: Op = Field(default=">", description="bad when `value op threshold`")
+    threshold: float = Field(description="the raise threshold")
+    clear_threshold: float | None = Field(
+        default=None, description="a firing alert clears only at or beyond this (below for > and >=, "
+                                  "above for < and <=); default: threshold")
+    window: Duration = Field(default=300.0, ge=10, le=86400,
+                             description="length of the consecutive, UTC-aligned windows evaluated")
+    for_windows: int = Field(default=1, ge=1, le=1000, description="bad windows in a row that raise it")
+    targets: Annotated[tuple[str, ...], BeforeValidator(_as_tuple)] = Field(
+        default=("*",), min_length=1, description="target ids or glob patterns ('*': all)")
+    notify: Annotated[tuple[str, ...], BeforeValidator(_as_tuple)] = Field(
+        min_length=1, description="names of [[notifiers]]")
+    severity: str = Field(default="warning", min_length=1, max_length=32,
+                          description="severity label passed to notifiers")
+
+    @field_validator("window")
+    @classmethod
+    def _whole_seconds(cls, value: float) -> float:
+        if value != int(value):
+            raise ValueError("must be a whole number of seconds (windows align to UTC epoch multiples)")
+        return value
+
+    @field_validator("clear_threshold")
+    @classmethod
+    def _hysteresis_side(cls, value: float | None, info: ValidationInfo) -> float | None:
+        op, threshold = info.data.get("op"), info.data.get("threshold")
+        if value is None or op is None or threshold is None:
+            return value
+        if op in (">", ">=") and value > threshold:
+            raise ValueError(f"{value:g} is above threshold {threshold:g}: with op {op!r} an alert clears "
+                             "at or below clear_threshold, so it must not exceed threshold")
+        if op in ("<", "<=") and value < threshold:
+            raise ValueError(f"{value:g} is below threshold {threshold:g}: with op {op!r} an alert clears "
+                             "at or above clear_threshold, so it must not be under threshold")
+        return value
+
+    @property
+    def clear_at(self) -> float:
+        return self.threshold if self.clear_threshold is None else self.clear_threshold
+
+    def is_bad(self, value: float) -> bool:
+        t = self.threshold
+        return {">": value > t, ">=": value >= t, "<": value < t, "<=": value <= t}[self.op]
+
+    def is_clear(self, value: float) -> bool:
+        """At or beyond the clear threshold and not bad (bad wins when both hold, e.g. `>=` with equal
+        thresholds)."""
+        beyond = value <= self.clear_at if self.op in (">", ">=") else value >= self.clear_at
+        return beyond and not self.is_bad(value)
+
+    def matches(self, target_id: str) -> bool:
+        return any(fnmatch.fnmatchcase(target_id, pattern) for pattern in self.targets)
+
+
+class NotifierConfig(_Model):
+    """One [[notifiers]] table. Kind-specific keys are refused on kinds that do not use them."""
+
+    name: Name = Field(description="unique among notifiers; what [[alerts]] notify lists")
+    kind: Kind = Field(description="payload format")
+    url: str = Field(default="", validate_default=True,
+                     description="where to POST (webhook URL, Alertmanager base URL, bot webhook)")
+    timeout: Duration = Field(default=10.0, gt=0, le=120, description="one delivery attempt")
+    retries: int = Field(default=3, ge=0, le=10, description="further attempts after a failed one")
+    style: Literal["markdown", "text"] = Field(
+        default="markdown", description="feishu, dingtalk, wecom: a markdown (feishu: card) or text message")
+    headers: Mapping[str, str] = Field(default_factory=dict, repr=False,
+                                       description="webhook, alertmanager: extra HTTP headers (never logged)")
+    secret: str = Field(default="", repr=False, description="dingtalk, feishu: signing secret (prefer "
+                                                            "secret_file)")
+    secret_file: str = Field(default="", description="file holding the signing secret (never logged)")
+    secret_env: str = Field(default="", description="or the environment variable holding it")
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str, info: ValidationInfo) -> str:
+        kind = info.data.get("kind")
+        if kind is None and not value:
+            return value            # the kind is invalid: reported there
+        if kind == "log":
+            if value:
+                raise ValueError("kind 'log' writes a log line and takes no url")
+            return value
+        if not value:
+            raise ValueError(f"required for kind {kind!r}")
+        if not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError("is not an http:// or https:// URL")   # the value may hold a bot token
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, value: Mapping[str, str], info: ValidationInfo) -> Mapping[str, str]:
+        kind = info.data.get("kind")
+        if value and kind not in WITH_HEADERS:
+            raise ValueError(f"only for kind {' or '.join(WITH_HEADERS)}, not {kind!r}")
+        return dict(value)
+
+    @field_validator("secret", "secret_file", "secret_env")
+    @classmethod
+    def _signing(cls, value: str, info: ValidationInfo) -> str:
+        kind = info.data.get("kind")
+        if value and kind not in SIGNED:
+            raise ValueError(f"only for kind {' or '.join(SIGNED)}, not {kind!r}")
+        given = [k for k in ("secret", "secret_file") if info.data.get(k)]
+        if value and given:
+            raise ValueError(f"give one of secret, secret_file, secret_env (also got {given[0]})")
+        return value
+
+    def read_secret(self) -> str:
+        """The signing secret ("" when unsigned); SetupError naming the key when it cannot be read."""
+        if self.secret:
+            return self.secret
+        if self.secret_file:
+            try:
+                secret = Path(self.secret_file).read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise SetupError(f"notifier {self.name}: secret_file {self.secret_file}: "
+                                 f"{exc.strerror or exc}") from None
+            if not secret:
+                raise SetupError(f"notifier {self.name}: secret_file {self.secret_file}: the file is empty")
+            return secret
+        if self.secret_env:
+            secret = os.environ.get(self.secret_env, "")
+            if not secret:
+                raise SetupError(f"notifier {self.name}: secret_env: ${self.secret_env} is not set")
+            return secret
+        return ""
+
+
+def check_alerting(data: Mapping[str, Any], problems: list[str], target_ids: Sequence[str] | None = None
+                   ) -> tuple[tuple[AlertRule, ...], tuple[NotifierConfig, ...]]:
+    """Validate the `alerts` and `notifiers` arrays of a config file; problems are appended, named by
+    path. `target_ids`: the agent's targets, so a literal id that names none is caught (None: any)."""
+    from netprobe.config import _validate
+
+    tables: dict[str, list[dict[str, Any]]] = {}
+    for key, example in (("alerts", "[[alerts]]"), ("notifiers", "[[notifiers]]")):
+        raw = data.get(key, [])
+        if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
+            problems.append(f"{key}: must be an array of tables ({example})")
+            raw = []
+        tables[key] = raw
+
+    notifiers: list[NotifierConfig] = []
+    names: dict[str, int] = {}
+    for i, table in enumerate(tables["notifiers"]):
+        notifier = _validate(NotifierConfig, table, f"notifiers[{i}]", problems)
+        name = table.get("name")
+        if isinstance(name, str):
+            if name in names:
+                problems.append(f"notifiers[{i}].name: duplicate notifier {name!r} (first used by "
+                                f"notifiers[{names[name]}])")
+            else:
+                names[name] = i
+        if notifier is not None:
+            notifiers.append(notifier)
+
+    rules: list[AlertRule] = []
+    rule_names: dict[str, int] = {}
+    for i, table in enumerate(tables["alerts"]):
+        where = f"alerts[{i}]"
+        rule = _validate(AlertRule, table, where, problems)
+        name = table.get("name")
+        if isinstance(name, str):
+            if name in rule_names:
+                problems.append(f"{where}.name: duplicate alert {name!r} "
+                                f"(first used by alerts[{rule_names[name]}])")
+            else:
+                rule_names[name] = i
+        notify = table.get("notify")
+        for j, wanted in enumerate(notify if isinstance(notify, list) else []):
+            if isinstance(wanted, str) and wanted not in names:
+                known = ", ".join(names) or "none defined; add a [[notifiers]] table"
+                problems.append(f"{where}.notify[{j}]: unknown notifier {wanted!r}; notifiers: {known}")
+        patterns = table.get("targets")
+        if target_ids is not None and isinstance(patterns, list):
+            for j, pattern in enumerate(patterns):
+                if isinstance(pattern, str) and not _GLOB.search(pattern) and pattern not in target_ids:
+                    problems.append(f"{where}.targets[{j}]: unknown target {pattern!r}; targets: "
+                                    f"{', '.join(target_ids)} (or a glob pattern such as '*')")
+        if rule is not None:
+            rules.append(rule)
+    return tuple(rules), tuple(notifiers)

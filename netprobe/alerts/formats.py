@@ -1,0 +1,173 @@
+"""What each notifier kind sends for one transition: the request (URL, JSON body), nothing sent here."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import time
+import urllib.parse
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from netprobe.alerts.config import AlertRule, NotifierConfig
+from netprobe.results import iso
+
+AM_PATH = "/api/v2/alerts"
+UNITS = {"loss_pct": " %", "rtt_p95_ms": " ms", "jitter_ms": " ms", "stalls_per_min": "/min",
+         "path_change": "", "line_mismatch": ""}
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """One alert transition (or, with `repeat`, a still-firing alert re-sent to Alertmanager)."""
+
+    rule: AlertRule
+    agent: str
+    target: str
+    state: Literal["firing", "resolved"]
+    value: float | None
+    probe: str | None
+    started_at: datetime | None       # start of the first bad window
+    ended_at: datetime | None         # resolved: end of the window that cleared it
+    window_start: datetime
+    window_end: datetime
+    valid_until: datetime             # Alertmanager endsAt while firing: re-sent before this passes
+    repeat: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{self.rule.name}/{self.agent}/{self.target}"
+
+    def summary(self) -> str:
+        r = self.rule
+        shown = f"{r.metric} {number(self.value)}{UNITS[r.metric]}"
+        if self.state == "firing":
+            return f"[FIRING] {r.name}: {shown} {r.op} {number(r.threshold)} on {self.agent} → {self.target}"
+        side = "≤" if r.op in (">", ">=") else "≥"
+        return f"[RESOLVED] {r.name}: {shown} ({side} {number(r.clear_at)}) on {self.agent} → {self.target}"
+
+    def description(self) -> str:
+        r = self.rule
+        source = f" ({self.probe} rounds)" if self.probe else ""
+        lines = [f"{r.metric} over the {_span(r.window)} window {iso(self.window_start)} – "
+                 f"{iso(self.window_end)} was {number(self.value)}{UNITS[r.metric]}{source}",
+                 f"raise: {r.op} {number(r.threshold)} for {r.for_windows} window(s) in a row; "
+                 f"clear: {'≤' if r.op in ('>', '>=') else '≥'} {number(r.clear_at)}"]
+        if self.started_at is not None:
+            lines.append(f"since {iso(self.started_at)}")
+        if self.ended_at is not None:
+            lines.append(f"ended {iso(self.ended_at)}")
+        return "\n".join(lines)
+
+
+def number(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.3f}".rstrip("0").rstrip(".") if value != int(value) else str(int(value))
+
+
+def _span(seconds: float) -> str:
+    s = int(seconds)
+    for unit, size in (("h", 3600), ("m", 60)):
+        if s % size == 0:
+            return f"{s // size}{unit}"
+    return f"{s}s"
+
+
+# -- payloads ----------------------------------------------------------------------------------------
+
+def webhook(n: Notification) -> dict[str, Any]:
+    r = n.rule
+    return {"alert": r.name, "rule": r.name, "id": n.id, "state": n.state, "agent": n.agent,
+            "target": n.target,
+            "metric": r.metric, "value": n.value, "op": r.op, "threshold": r.threshold,
+            "clear_threshold": r.clear_at, "for_windows": r.for_windows, "severity": r.severity,
+            "probe": n.probe, "started_at": iso_or_none(n.started_at), "ended_at": iso_or_none(n.ended_at),
+            "window": {"start": iso(n.window_start), "end": iso(n.window_end), "seconds": int(r.window)},
+            "summary": n.summary()}
+
+
+def alertmanager(n: Notification) -> list[dict[str, Any]]:
+    """A postableAlerts array of one. Firing: endsAt = valid_until, re-sent each window while firing
+    so Alertmanager never times it out; resolved: endsAt = when it cleared."""
+    r = n.rule
+    starts = n.started_at or n.window_start
+    ends = n.ended_at if n.state == "resolved" and n.ended_at is not None else n.valid_until
+    return [{"labels": {"alertname": r.name, "agent": n.agent, "target": n.target, "metric": r.metric,
+                        "severity": r.severity, "source": "netprobe"},
+             "annotations": {"summary": n.summary(), "description": n.description(),
+                             "value": number(n.value), "threshold": number(r.threshold)},
+             "startsAt": iso(starts), "endsAt": iso(max(ends, starts + timedelta(seconds=1)))}]
+
+
+def feishu(n: Notification, style: str) -> dict[str, Any]:
+    if style == "text":
+        return {"msg_type": "text", "content": {"text": f"{n.summary()}\n{n.description()}"}}
+    return {"msg_type": "interactive", "card": {
+        "config": {"wide_screen_mode": True},
+        "header": {"title": {"tag": "plain_text", "content": n.summary()},
+                   "template": "red" if n.state == "firing" else "green"},
+        "elements": [{"tag": "div", "text": {"tag": "lark_md", "content": n.description()}}]}}
+
+
+def dingtalk(n: Notification, style: str) -> dict[str, Any]:
+    if style == "text":
+        return {"msgtype": "text", "text": {"content": f"{n.summary()}\n{n.description()}"}}
+    body = "\n\n".join(n.description().split("\n"))
+    return {"msgtype": "markdown", "markdown": {"title": n.summary(), "text": f"### {n.summary()}\n\n{body}"}}
+
+
+def wecom(n: Notification, style: str) -> dict[str, Any]:
+    if style == "text":
+        return {"msgtype": "text", "text": {"content": f"{n.summary()}\n{n.description()}"}}
+    color = "warning" if n.state == "firing" else "info"
+    body = "\n".join(f"> {line}" for line in n.description().split("\n"))
+    return {"msgtype": "markdown",
+            "markdown": {"content": f'<font color="{color}">{n.summary()}</font>\n{body}'}}
+
+
+def iso_or_none(ts: datetime | None) -> str | None:
+    return iso(ts) if ts is not None else None
+
+
+# -- signing ---------------------------------------------------------------------------------------
+
+def dingtalk_sign(secret: str, timestamp_ms: int) -> str:
+    """DingTalk robot signature: base64(HMAC-SHA256(key=secret, "timestamp\\nsecret"))."""
+    digest = hmac.new(secret.encode(), f"{timestamp_ms}\n{secret}".encode(), hashlib.sha256).digest()
+    return base64.b64encode(digest).decode()
+
+
+def feishu_sign(secret: str, timestamp_s: int) -> str:
+    """Feishu bot signature: base64(HMAC-SHA256(key="timestamp\\nsecret", empty message))."""
+    digest = hmac.new(f"{timestamp_s}\n{secret}".encode(), b"", hashlib.sha256).digest()
+    return base64.b64encode(digest).decode()
+
+
+def request(cfg: NotifierConfig, secret: str, n: Notification, now: float | None = None
+            ) -> tuple[str, Any]:
+    """(URL, JSON body) for one notification; signatures are computed fresh per attempt."""
+    now = time.time() if now is None else now
+    if cfg.kind == "webhook":
+        return cfg.url, webhook(n)
+    if cfg.kind == "alertmanager":
+        base = cfg.url.rstrip("/")
+        return (base if base.endswith(AM_PATH) else base + AM_PATH), alertmanager(n)
+    if cfg.kind == "feishu":
+        body = feishu(n, cfg.style)
+        if secret:
+            ts = int(now)
+            body = {"timestamp": str(ts), "sign": feishu_sign(secret, ts), **body}
+        return cfg.url, body
+    if cfg.kind == "dingtalk":
+        url = cfg.url
+        if secret:
+            ts = int(now * 1000)
+            query = urllib.parse.urlencode({"timestamp": ts, "sign": dingtalk_sign(secret, ts)})
+            url += ("&" if "?" in url else "?") + query
+        return url, dingtalk(n, cfg.style)
+    if cfg.kind == "wecom":
+        return cfg.url, wecom(n, cfg.style)
+    raise ValueError(f"kind {cfg.kind!r} sends no HTTP request")

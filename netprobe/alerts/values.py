@@ -1,0 +1,122 @@
+"""One window's value per agent × target for a metric, from the raw rounds stored in [start, end).
+
+Windows are shorter than the hourly rollups, so the rounds are read raw and rolled up here with the
+store's own Rollup (DDSketch quantiles, the same loss, jitter and stall figures as reports).
+
+Which rounds a metric reads: the first probe in its list that has rounds for that target in the
+window (so a target probed by icmp and mtr is judged on icmp, one probed only by mtr on mtr's path
+loss and destination RTT):
+
+    loss_pct        icmp, mtr          100·(sent−received)/sent over the window's rounds
+    rtt_p95_ms      icmp, mtr, tcp     P95 of every RTT sample (tcp: connect time), merged DDSketch
+    jitter_ms       icmp, mtr, tcp     mean of the rounds' jitter
+    stalls_per_min  sse                stalls over streamed minutes
+    path_change     mtr                route events detected in the window (0 when mtr ran, none)
+    line_mismatch   mtr                  "
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from netprobe.store import Rollup, Store, parse_envelope
+from netprobe.store.engine import READ_ONLY, mapped_errors
+from netprobe.store.schema import path_changes, probe_results
+
+Key = tuple[str, str]          # agent_id, target_id
+PROBES: dict[str, tuple[str, ...]] = {
+    "loss_pct": ("icmp", "mtr"),
+    "rtt_p95_ms": ("icmp", "mtr", "tcp"),
+    "jitter_ms": ("icmp", "mtr", "tcp"),
+    "stalls_per_min": ("sse",),
+    "path_change": ("mtr",),
+    "line_mismatch": ("mtr",),
+}
+EVENTS = ("path_change", "line_mismatch")
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    value: float | None        # None: the rounds there carry no such figure (e.g. RTT at 100 % loss)
+    probe: str
+
+
+class WindowReader:
+    """Reads windows for one evaluation pass; each (probe, window) is read once however many rules
+    use it. `agent_id` None: every agent (the collector)."""
+
+    def __init__(self, store: Store, agent_id: str | None) -> None:
+        self._store = store
+        self._agent = agent_id
+        self._rollups: dict[tuple[str, datetime, datetime], dict[Key, Rollup]] = {}
+        self._events: dict[tuple[str, datetime, datetime], dict[Key, int]] = {}
+        self._mtr_rounds: dict[tuple[datetime, datetime], set[Key]] = {}
+
+    async def values(self, metric: str, start: datetime, end: datetime) -> dict[Key, Value]:
+        if metric in EVENTS:
+            ran = await self._mtr_ran(start, end)
+            counts = await self._event_counts(metric, start, end)
+            return {key: Value(float(counts.get(key, 0)), "mtr") for key in ran | set(counts)}
+        out: dict[Key, Value] = {}
+        for probe in PROBES[metric]:
+            for key, rollup in (await self._rollup(probe, start, end)).items():
+                if key not in out and rollup.rounds:
+                    out[key] = Value(_figure(rollup, metric), probe)
+        return out
+
+    async def _rollup(self, probe: str, start: datetime, end: datetime) -> dict[Key, Rollup]:
+        cache_key = (probe, start, end)
+        if cache_key not in self._rollups:
+            out: dict[Key, Rollup] = {}
+            for raw in await self._store.results(self._agent, None, probe, start, end):
+                env = parse_envelope(raw)
+                out.setdefault((str(env.agent["id"]), str(env.target["id"])), Rollup()).add(env)
+            self._rollups[cache_key] = out
+        return self._rollups[cache_key]
+
+    async def _mtr_ran(self, start: datetime, end: datetime) -> set[Key]:
+        """Agent × target pairs with a usable mtr round in the window (a round in error cannot
+        detect a route change, so it is no evidence of a steady route either)."""
+        if (start, end) not in self._mtr_rounds:
+            c = probe_results.c
+            q = (select(c.agent_id, c.target_id).where(c.probe == "mtr", c.status != "error",
+                                                        c.started_at >= start, c.started_at < end)
+                 .group_by(c.agent_id, c.target_id))
+            if self._agent is not None:
+                q = q.where(c.agent_id == self._agent)
+            async with self._read() as conn:
+                self._mtr_rounds[(start, end)] = {(a, t) for a, t in await conn.execute(q)}
+        return self._mtr_rounds[(start, end)]
+
+    async def _event_counts(self, kind: str, start: datetime, end: datetime) -> dict[Key, int]:
+        cache_key = (kind, start, end)
+        if cache_key not in self._events:
+            p = path_changes.c
+            q = (select(p.agent_id, p.target_id, func.count())
+                 .where(p.kind == kind, p.detected_at >= start, p.detected_at < end)
+                 .group_by(p.agent_id, p.target_id))
+            if self._agent is not None:
+                q = q.where(p.agent_id == self._agent)
+            async with self._read() as conn:
+                self._events[cache_key] = {(a, t): int(n) for a, t, n in await conn.execute(q)}
+        return self._events[cache_key]
+
+    @asynccontextmanager
+    async def _read(self) -> AsyncIterator[AsyncConnection]:
+        async with mapped_errors(self._store.engine.url, "reading alert windows from"), \
+                self._store.engine.connect() as conn:
+            await conn.execution_options(**READ_ONLY)
+            yield conn
+
+
+def _figure(rollup: Rollup, metric: str) -> float | None:
+    figures: dict[str, Any] = rollup.figures()
+    value = figures.get(metric)
+    return float(value) if isinstance(value, int | float) else None

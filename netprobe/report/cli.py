@@ -1,0 +1,112 @@
+"""`netprobe report peak --db URL [--days N] [--agent ID] [--region R] [--window 20-23] [--offpeak 3-6]
+[--format table|json|md|html] [--out FILE]`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, TextIO
+
+import typer
+
+from netprobe.errors import UsageError
+
+if TYPE_CHECKING:
+    from netprobe.report.peak import PeakReport
+    from netprobe.report.windows import HourWindow
+
+# The store stack is imported inside the command: `netprobe --help` should not pay for it.
+
+app = typer.Typer(no_args_is_help=True, add_completion=False)
+FORMATS = ("table", "json", "md", "html")
+
+
+@app.callback()
+def _group() -> None:
+    """Reports computed from the hourly rollups."""
+
+
+@app.command()
+def peak(
+    db: Annotated[str | None, typer.Option(
+        "--db", metavar="URL", help="sqlite:///PATH or postgresql://USER@HOST/DB (default: the agent's "
+        "SQLite file under its state directory)")] = None,
+    days: Annotated[int, typer.Option("--days", metavar="N", help="local calendar days, today included")] = 7,
+    agent: Annotated[str | None, typer.Option("--agent", metavar="ID", help="only this agent")] = None,
+    region: Annotated[str | None, typer.Option("--region", metavar="R",
+                                               help="only agents of this region")] = None,
+    window: Annotated[str, typer.Option(
+        "--window", metavar="START-END",
+        help="peak window, local hours, half-open (22-2 crosses midnight)")] = "20-23",
+    offpeak: Annotated[str, typer.Option("--offpeak", metavar="START-END",
+                                         help="off-peak window to compare with")] = "3-6",
+    fmt: Annotated[str, typer.Option("--format", metavar="table|json|md|html")] = "table",
+    out: Annotated[Path | None, typer.Option("--out", metavar="FILE",
+                                             help="write here instead of stdout")] = None,
+) -> None:
+    """Evening peak vs off-peak per agent × target, in each agent's own time zone (DESIGN §5)."""
+    from netprobe.report.windows import HourWindow
+
+    if fmt not in FORMATS:
+        raise UsageError(f"--format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
+    if days < 1:
+        raise UsageError(f"--days: must be at least 1, got {days}")
+    win, off = HourWindow.parse(window, "--window"), HourWindow.parse(offpeak, "--offpeak")
+    report = asyncio.run(_compute(db, days, win, off, agent, region))
+    _emit(report, fmt, out)
+
+
+async def _compute(db: str | None, days: int, window: HourWindow, offpeak: HourWindow, agent: str | None,
+                   region: str | None) -> PeakReport:
+    from netprobe.report.peak import compute
+    from netprobe.store.store import open_store
+
+    store = await open_store(db)
+    try:
+        return await compute(store, days, window, offpeak, agent=agent, region=region)
+    finally:
+        await store.close()
+
+
+def _emit(report: PeakReport, fmt: str, out: Path | None) -> None:
+    if fmt == "table":
+        from rich.console import Console
+
+        from netprobe.render import console
+        from netprobe.report.render_table import print_table
+
+        if out is None:
+            print_table(report, console())
+            return
+        with _open(out) as fh:
+            print_table(report, Console(file=fh, width=240, no_color=True, highlight=False))
+        typer.echo(f"wrote {out}", err=True)
+        return
+    if fmt == "json":
+        text = json.dumps(report.to_dict(), ensure_ascii=False) + "\n"
+    elif fmt == "md":
+        from netprobe.report.render_md import markdown
+
+        text = markdown(report)
+    else:
+        from netprobe.report.render_html import html
+
+        text = html(report)
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        with _open(out) as fh:
+            fh.write(text)
+    if not report.rows and fmt != "json":
+        typer.echo("no hourly rollups in the chosen days: the report is empty", err=True)
+    if out is not None:
+        typer.echo(f"wrote {out}", err=True)
+
+
+def _open(path: Path) -> TextIO:
+    try:
+        return path.open("w", encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--out: {path}: {exc.strerror or exc}") from None

@@ -1,0 +1,87 @@
+"""The report's columns as text, shared by the terminal table, Markdown and HTML (rounded for people;
+JSON keeps full precision)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .peak import PeakReport, PeakRow
+
+NONE = "—"
+
+
+def ms(v: float | None) -> str:
+    return NONE if v is None else f"{v:.1f}"
+
+
+def pct(v: float | None) -> str:
+    return NONE if v is None else f"{v:.2f}"
+
+
+def signed(v: float | None, unit: str = "") -> str:
+    return NONE if v is None else f"{v:+.1f}{unit}"
+
+
+def ratio(v: float | None) -> str:
+    return NONE if v is None else f"×{v:.2f}"
+
+
+def worst(row: PeakRow) -> str:
+    w = row.worst_hour
+    return NONE if w is None else f"{w.hour:%m-%d %H:%M} {w.loss_pct:.2f}%"
+
+
+def detected(row: PeakRow) -> str:
+    """The detected line; `≠` marks one that differs from the declared line."""
+    if row.detected_line is None:
+        return NONE
+    return f"{row.detected_line} ≠" if row.line_mismatch else row.detected_line
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    head: str
+    cell: Callable[[PeakRow], str]
+    numeric: bool = True
+    terminal: bool = True       # False: left out of the terminal table to keep it on one screen
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("region", lambda r: r.region or NONE, numeric=False),
+    Column("rank", lambda r: NONE if r.rank is None else str(r.rank)),
+    Column("agent", lambda r: r.agent, numeric=False),
+    Column("target", lambda r: r.target, numeric=False),
+    Column("dc", lambda r: r.datacenter or NONE, numeric=False),
+    Column("line", lambda r: r.line or NONE, numeric=False),
+    Column("detected", detected, numeric=False),
+    Column("peak p50", lambda r: ms(r.peak.rtt_p50_ms)),
+    Column("peak p95", lambda r: ms(r.peak.rtt_p95_ms)),
+    Column("peak p99", lambda r: ms(r.peak.rtt_p99_ms)),
+    Column("jitter", lambda r: ms(r.peak.jitter_ms)),
+    Column("loss%", lambda r: pct(r.peak.loss_pct)),
+    Column("off p50", lambda r: ms(r.offpeak.rtt_p50_ms), terminal=False),
+    Column("off p95", lambda r: ms(r.offpeak.rtt_p95_ms)),
+    Column("off loss%", lambda r: pct(r.offpeak.loss_pct)),
+    Column("Δ p95", lambda r: signed(r.degradation.rtt_p95_delta_ms)),
+    Column("p95 ratio", lambda r: ratio(r.degradation.rtt_p95_ratio), terminal=False),
+    Column("Δ loss%", lambda r: signed(r.degradation.loss_delta_pct)),
+    Column("worst hour (local)", worst, numeric=False),
+    Column("tcp p95", lambda r: ms(r.peak.tcp_connect_p95_ms)),
+    Column("sse 1st p95", lambda r: ms(r.peak.sse_first_event_p95_ms)),
+    Column("stalls/min", lambda r: NONE if r.peak.stalls_per_min is None else f"{r.peak.stalls_per_min:.2f}"),
+    Column("rounds pk/off", lambda r: f"{r.peak.rounds}/{r.offpeak.rounds}"),
+)
+
+
+def title(report: PeakReport) -> str:
+    scope = "".join(f", {k} {v}" for k, v in (("agent", report.agent), ("region", report.region)) if v)
+    return (f"Evening peak {report.window.clock()} vs off-peak {report.offpeak.clock()}, each agent's local "
+            f"time, last {report.days} day{'s' * (report.days != 1)}{scope} — times in ms, rank by peak "
+            f"P95 + 100 ms per 1 % loss")
+
+
+def empty_message(report: PeakReport) -> str:
+    scope = "".join(f" {k} {v}" for k, v in (("for agent", report.agent), ("in region", report.region)) if v)
+    return (f"no hourly rollups{scope} in the last {report.days} local day{'s' * (report.days != 1)}: "
+            "nothing to report")

@@ -1,0 +1,64 @@
+"""Lines compared per region and datacenter (CN2 GIA vs BGP vs 163 …): the rows' peak and off-peak
+sketches merged across the region's agents, so each figure is a true quantile of all their samples."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from netprobe.store.rollups import Rollup
+
+from .peak import PeakRow
+
+UNDECLARED = "undeclared"
+
+
+@dataclass(frozen=True, slots=True)
+class LineFigures:
+    region: str | None
+    datacenter: str | None
+    line: str                      # declared, else detected, else "undeclared"
+    targets: tuple[str, ...]
+    agents: tuple[str, ...]
+    peak_p50_ms: float | None
+    peak_p95_ms: float | None
+    peak_loss_pct: float | None
+    offpeak_p95_ms: float | None
+    offpeak_loss_pct: float | None
+
+
+def line_of(row: PeakRow) -> str:
+    return row.line or row.detected_line or UNDECLARED
+
+
+def _merged(rollups: Iterable[Rollup | None]) -> Rollup | None:
+    total: Rollup | None = None
+    for r in rollups:
+        if r is not None:
+            total = total or Rollup()
+            total.merge(r)
+    return total
+
+
+def compare_lines(rows: Sequence[PeakRow]) -> list[LineFigures]:
+    """One entry per region × datacenter × line, ordered by region, datacenter, peak P95."""
+    groups: dict[tuple[str, str, str], list[PeakRow]] = {}
+    for row in rows:
+        groups.setdefault((row.region or "", row.datacenter or "", line_of(row)), []).append(row)
+    out = []
+    for (region, dc, line), members in groups.items():
+        peak = _merged(r.peak.rollup for r in members)
+        off = _merged(r.offpeak.rollup for r in members)
+        pf = peak.figures() if peak else {}
+        of = off.figures() if off else {}
+        out.append(LineFigures(
+            region=region or None, datacenter=dc or None, line=line,
+            targets=tuple(sorted({r.target for r in members})),
+            agents=tuple(sorted({r.agent for r in members})),
+            peak_p50_ms=pf.get("rtt_p50_ms"), peak_p95_ms=pf.get("rtt_p95_ms"),
+            peak_loss_pct=pf.get("loss_pct"),
+            offpeak_p95_ms=of.get("rtt_p95_ms"), offpeak_loss_pct=of.get("loss_pct")))
+    inf = float("inf")
+    out.sort(key=lambda g: (g.region or "", g.datacenter or "",
+                            g.peak_p95_ms if g.peak_p95_ms is not None else inf, g.line))
+    return out

@@ -1,0 +1,262 @@
+"""The evening-peak report (DESIGN §5): per agent × target, peak vs off-peak figures in the agent's
+own time zone, merged from the hourly rollups' sketches (never from raw rounds, so it outlives raw
+retention)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from netprobe.results import iso, utc_now
+from netprobe.store.rollups import HourRow, Rollup, merge_hours
+from netprobe.store.store import Store
+
+from . import data
+from .ranking import RULE, rank_rows
+from .windows import DEFAULT_OFFPEAK, DEFAULT_WINDOW, HourWindow, LocalDays, last_days, window_of, zone_of
+
+DEFAULT_DAYS = 7
+RTT_PROBES = ("icmp", "mtr")    # icmp first; an mtr trace's destination figures when there is no icmp
+TCP, SSE = "tcp", "sse"
+
+
+@dataclass(frozen=True, slots=True)
+class WindowFigures:
+    """One window (peak or off-peak) of one agent × target, over the days."""
+
+    rtt_p50_ms: float | None          # RTT probe's merged sketch (±1 %)
+    rtt_p95_ms: float | None
+    rtt_p99_ms: float | None
+    jitter_ms: float | None           # mean of the rounds' jitter
+    loss_pct: float | None            # 100·(sent − received)/sent over every request of the window
+    rounds: int                       # RTT-probe rounds
+    hours: int                        # hour rows merged
+    samples: int                      # RTT samples behind the quantiles
+    tcp_connect_p95_ms: float | None  # tcp probe's connect-time sketch
+    sse_first_event_p95_ms: float | None
+    stalls_per_min: float | None      # sse: stalls per minute of streamed time
+    sse_delay_var_p95_ms: float | None  # sse emitter: mean over streams of their delay-variation P95
+    sse_delay_var_p50_ms: float | None = None
+    sse_gap_p95_ms: float | None = None       # mean over streams of their gap P95
+    sse_server_first_ms: float | None = None  # sse openai: first event − headers (the GPU's share)
+    sse_tpot_ms: float | None = None          # sse openai: time per output token
+    rollup: Rollup | None = field(default=None, repr=False, compare=False)   # the merged RTT hours
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rtt_p50_ms": self.rtt_p50_ms, "rtt_p95_ms": self.rtt_p95_ms, "rtt_p99_ms": self.rtt_p99_ms,
+                "jitter_ms": self.jitter_ms, "loss_pct": self.loss_pct, "rounds": self.rounds,
+                "hours": self.hours, "samples": self.samples, "tcp_connect_p95_ms": self.tcp_connect_p95_ms,
+                "sse_first_event_p95_ms": self.sse_first_event_p95_ms, "stalls_per_min": self.stalls_per_min,
+                "sse_delay_var_p95_ms": self.sse_delay_var_p95_ms,
+                "sse_delay_var_p50_ms": self.sse_delay_var_p50_ms, "sse_gap_p95_ms": self.sse_gap_p95_ms,
+                "sse_server_first_ms": self.sse_server_first_ms, "sse_tpot_ms": self.sse_tpot_ms}
+
+
+@dataclass(frozen=True, slots=True)
+class WorstHour:
+    hour: datetime                    # local start of the hour (aware, agent's zone)
+    loss_pct: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"hour": self.hour.isoformat(), "loss_pct": self.loss_pct}
+
+
+@dataclass(frozen=True, slots=True)
+class Degradation:
+    """Peak minus off-peak (ratio: peak / off-peak); None where either side is missing."""
+
+    rtt_p50_delta_ms: float | None
+    rtt_p95_delta_ms: float | None
+    rtt_p95_ratio: float | None
+    jitter_delta_ms: float | None
+    loss_delta_pct: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rtt_p50_delta_ms": self.rtt_p50_delta_ms, "rtt_p95_delta_ms": self.rtt_p95_delta_ms,
+                "rtt_p95_ratio": self.rtt_p95_ratio, "jitter_delta_ms": self.jitter_delta_ms,
+                "loss_delta_pct": self.loss_delta_pct}
+
+
+@dataclass(frozen=True, slots=True)
+class HourProfile:
+    """One local hour of day (0–23), merged over the days: the HTML's 24-hour profile."""
+
+    hour: int
+    rtt_p5_ms: float | None
+    rtt_p50_ms: float | None
+    rtt_p95_ms: float | None
+    loss_pct: float | None
+    rounds: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"hour": self.hour, "rtt_p5_ms": self.rtt_p5_ms, "rtt_p50_ms": self.rtt_p50_ms,
+                "rtt_p95_ms": self.rtt_p95_ms, "loss_pct": self.loss_pct, "rounds": self.rounds}
+
+
+@dataclass(frozen=True, slots=True)
+class PeakRow:
+    agent: str
+    region: str | None
+    timezone: str                     # the zone the windows were taken in
+    target: str
+    datacenter: str | None
+    line: str | None                  # declared (targets.line)
+    detected_line: str | None         # latest mtr route label; None without mtr
+    rtt_probe: str | None             # "icmp", "mtr", or None when neither measured this target
+    peak: WindowFigures
+    offpeak: WindowFigures
+    worst_hour: WorstHour | None      # the peak-window hour with the most loss
+    degradation: Degradation
+    profile: tuple[HourProfile, ...] = field(repr=False)
+    score_ms: float | None = None     # ranking score (ranking.py); lower is better
+    rank: int | None = None           # 1 = best within the region; None when there is no peak RTT
+
+    @property
+    def line_mismatch(self) -> bool:
+        return self.line is not None and self.detected_line is not None and self.line != self.detected_line
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent, "region": self.region, "timezone": self.timezone, "target": self.target,
+            "datacenter": self.datacenter, "line": self.line, "detected_line": self.detected_line,
+            "rtt_probe": self.rtt_probe, "peak": self.peak.to_dict(), "offpeak": self.offpeak.to_dict(),
+            "worst_hour": self.worst_hour.to_dict() if self.worst_hour is not None else None,
+            "tcp_connect_p95_ms": self.peak.tcp_connect_p95_ms,
+            "sse_first_event_p95_ms": self.peak.sse_first_event_p95_ms,
+            "stalls_per_min": self.peak.stalls_per_min,
+            "degradation": self.degradation.to_dict(), "score_ms": self.score_ms, "rank": self.rank,
+            "profile": [p.to_dict() for p in self.profile],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PeakReport:
+    rows: list[PeakRow]
+    days: int
+    window: HourWindow
+    offpeak: HourWindow
+    generated_at: datetime
+    agent: str | None = None
+    region: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"generated_at": iso(self.generated_at), "days": self.days, "window": self.window.label,
+                "offpeak_window": self.offpeak.label, "agent": self.agent, "region": self.region,
+                "ranking": RULE, "warnings": list(self.warnings), "rows": [r.to_dict() for r in self.rows]}
+
+
+# -- computing ----------------------------------------------------------------------------------------
+def _window(rtt: Sequence[HourRow], tcp: Sequence[HourRow], sse: Sequence[HourRow]) -> WindowFigures:
+    w, t, s = merge_hours(rtt), merge_hours(tcp), merge_hours(sse)
+    return WindowFigures(
+        rtt_p50_ms=w.rtt_p50_ms if w else None, rtt_p95_ms=w.rtt_p95_ms if w else None,
+        rtt_p99_ms=w.rtt_p99_ms if w else None, jitter_ms=w.jitter_ms if w else None,
+        loss_pct=w.loss_pct if w else None, rounds=w.rounds if w else 0, hours=w.hours if w else 0,
+        samples=w.samples if w else 0, tcp_connect_p95_ms=t.rtt_p95_ms if t else None,
+        sse_first_event_p95_ms=s.rtt_p95_ms if s else None, stalls_per_min=s.stalls_per_min if s else None,
+        sse_delay_var_p95_ms=s.delay_var_p95_ms if s else None,
+        sse_delay_var_p50_ms=s.delay_var_p50_ms if s else None, sse_gap_p95_ms=s.gap_p95_ms if s else None,
+        sse_server_first_ms=s.server_first_ms if s else None, sse_tpot_ms=s.tpot_ms if s else None,
+        rollup=w.rollup if w else None)
+
+
+def _worst_hour(rows: Iterable[HourRow], days: LocalDays) -> WorstHour | None:
+    worst: HourRow | None = None
+    for row in rows:          # oldest first: ties keep the earliest hour
+        if row.loss_pct is not None and (worst is None or row.loss_pct > (worst.loss_pct or 0.0)):
+            worst = row
+    if worst is None or worst.loss_pct is None:
+        return None
+    return WorstHour(days.local(worst.hour), worst.loss_pct)
+
+
+def _delta(a: float | None, b: float | None) -> float | None:
+    return a - b if a is not None and b is not None else None
+
+
+def _degradation(peak: WindowFigures, off: WindowFigures) -> Degradation:
+    ratio = (peak.rtt_p95_ms / off.rtt_p95_ms
+             if peak.rtt_p95_ms is not None and off.rtt_p95_ms else None)
+    return Degradation(rtt_p50_delta_ms=_delta(peak.rtt_p50_ms, off.rtt_p50_ms),
+                       rtt_p95_delta_ms=_delta(peak.rtt_p95_ms, off.rtt_p95_ms), rtt_p95_ratio=ratio,
+                       jitter_delta_ms=_delta(peak.jitter_ms, off.jitter_ms),
+                       loss_delta_pct=_delta(peak.loss_pct, off.loss_pct))
+
+
+def _profile(rows: Iterable[HourRow], days: LocalDays) -> tuple[HourProfile, ...]:
+    by_hour: dict[int, Rollup] = defaultdict(Rollup)
+    for row in rows:
+        by_hour[days.local(row.hour).hour].merge(row.rollup)
+    out = []
+    for h in range(24):
+        r = by_hour.get(h)
+        if r is None:
+            out.append(HourProfile(h, None, None, None, None, 0))
+            continue
+        loss = r.figures()["loss_pct"]
+        out.append(HourProfile(h, r.quantile(0.05), r.quantile(0.50), r.quantile(0.95), loss, r.rounds))
+    return tuple(out)
+
+
+def _row(agent: data.AgentInfo, zone_name: str, target_id: str, target: data.TargetInfo | None,
+         by_probe: dict[str, list[HourRow]], days: LocalDays, window: HourWindow,
+         offpeak: HourWindow) -> PeakRow:
+    rtt_probe = next((p for p in RTT_PROBES if by_probe.get(p)), None)
+    rtt = by_probe.get(rtt_probe, []) if rtt_probe else []
+
+    def within(rows: Sequence[HourRow], w: HourWindow) -> list[HourRow]:
+        return [r for r in rows if w.contains(days.local(r.hour).hour)]
+
+    tcp, sse = by_probe.get(TCP, []), by_probe.get(SSE, [])
+    peak = _window(within(rtt, window), within(tcp, window), within(sse, window))
+    off = _window(within(rtt, offpeak), within(tcp, offpeak), within(sse, offpeak))
+    return PeakRow(agent=agent.id, region=agent.region, timezone=zone_name, target=target_id,
+                   datacenter=target.datacenter if target else None, line=target.line if target else None,
+                   detected_line=None, rtt_probe=rtt_probe, peak=peak, offpeak=off,
+                   worst_hour=_worst_hour(within(rtt, window), days), degradation=_degradation(peak, off),
+                   profile=_profile(rtt, days))
+
+
+async def compute(store: Store, days: int = DEFAULT_DAYS, window: HourWindow | str = DEFAULT_WINDOW,
+                  offpeak: HourWindow | str = DEFAULT_OFFPEAK, agent: str | None = None,
+                  region: str | None = None, now: datetime | None = None) -> PeakReport:
+    """The whole report: rows ranked within each region, ordered by region, rank, agent, target."""
+    win, off = window_of(window, "--window"), window_of(offpeak, "--offpeak")
+    if days < 1:
+        raise ValueError(f"days must be at least 1, got {days}")
+    now = now if now is not None else utc_now()
+    agents, target_info = await data.load_agents(store), await data.load_targets(store)
+    rows: list[PeakRow] = []
+    warnings: list[str] = []
+    for info in sorted(agents.values(), key=lambda a: a.id):
+        if (agent is not None and info.id != agent) or (region is not None and info.region != region):
+            continue
+        zone, problem = zone_of(info.timezone)
+        local = last_days(zone, days, now)
+        hours = await store.hourly(info.id, None, None, local.start, local.now)
+        grouped: dict[str, dict[str, list[HourRow]]] = defaultdict(lambda: defaultdict(list))
+        for h in hours:
+            if local.contains(h.hour):
+                grouped[h.target_id][h.probe].append(h)
+        if grouped and problem:
+            warnings.append(f"agent {info.id}: {problem}; its windows are taken in UTC")
+        rows += [_row(info, str(zone.key), tid, target_info.get(tid), probes, local, win, off)
+                 for tid, probes in sorted(grouped.items())]
+    lines = await data.detected_lines(store, [(r.agent, r.target) for r in rows], now)
+    rows = [replace(r, detected_line=lines[(r.agent, r.target)].label) if (r.agent, r.target) in lines else r
+            for r in rows]
+    return PeakReport(rows=rank_rows(rows), days=days, window=win, offpeak=off, generated_at=now,
+                      agent=agent, region=region, warnings=warnings)
+
+
+async def peak_rows(store: Store, days: int = DEFAULT_DAYS, window: HourWindow | str = DEFAULT_WINDOW,
+                    offpeak: HourWindow | str = DEFAULT_OFFPEAK, agent: str | None = None,
+                    region: str | None = None, now: datetime | None = None) -> list[PeakRow]:
+    """Peak vs off-peak per agent × target over the last `days` local days (see windows.py for the
+    exact rules), ranked within each region. `window`/`offpeak`: HourWindow or "20-23"-style text."""
+    report = await compute(store, days, window, offpeak, agent=agent, region=region, now=now)
+    return report.rows

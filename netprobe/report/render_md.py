@@ -1,0 +1,21 @@
+"""The report as a Markdown (GitHub) table."""
+
+from __future__ import annotations
+
+from .columns import COLUMNS, empty_message, title
+from .peak import PeakReport
+
+
+def _cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(report: PeakReport) -> str:
+    lines = [f"**{_cell(title(report))}**", ""]
+    if not report.rows:
+        return "\n".join([*lines, _cell(empty_message(report)), ""])
+    lines.append("| " + " | ".join(c.head for c in COLUMNS) + " |")
+    lines.append("|" + "|".join("---:" if c.numeric else "---" for c in COLUMNS) + "|")
+    lines += ["| " + " | ".join(_cell(c.cell(r)) for c in COLUMNS) + " |" for r in report.rows]
+    lines += ["", *(f"> warning: {_cell(w)}" for w in report.warnings)]
+    return "\n".join(lines).rstrip("\n") + "\n"

@@ -1,0 +1,225 @@
+"""Inline SVG charts, drawn here (no plotting library, no external assets): the 24-hour profile with
+its P5–P95 "smoke", the hour × target loss heatmap, and the line comparison bars.
+
+Fills are opaque so a screenshot shows each chart's colours exactly (tests look for them)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from html import escape
+
+from .line_comparison import LineFigures
+from .peak import HourProfile, PeakRow
+from .windows import HourWindow
+
+BAND = "#9ecae1"          # P5–P95 smoke
+MEDIAN = "#08519c"
+PEAK_SHADE = "#fdd9b5"    # peak window behind the curves
+OFFPEAK_SHADE = "#d9f0d3"
+AXIS = "#555555"
+GRID = "#e3e3e3"
+NO_DATA = "#e6e6e6"
+OFFPEAK_BAR = "#b0b0b0"
+FONT = 'font-family="system-ui,sans-serif"'
+
+# loss % → colour, upper bounds (the last bin is open): 0 is its own green so "measured, no loss"
+# differs from "no data"
+LOSS_BINS: tuple[tuple[float, str, str], ...] = (
+    (0.0, "#1a9850", "0"),
+    (0.1, "#91cf60", "< 0.1"),
+    (0.5, "#fee08b", "0.1–0.5"),
+    (1.0, "#fc8d59", "0.5–1"),
+    (2.0, "#e34a33", "1–2"),
+    (math.inf, "#b30000", "≥ 2"),
+)
+LINE_COLOURS = {"cn2-gia": "#1b9e77", "cn2-gt": "#66a61e", "163": "#d95f02", "bgp": "#7570b3",
+                "cmi": "#e7298a", "cmin2": "#e6ab02", "cu-9929": "#a6761d", "cu-4837": "#8c6bb1",
+                "ctgnet": "#1f78b4", "other": "#666666"}
+_SPARE = ("#4d9221", "#c51b7d", "#2166ac", "#b35806", "#542788")
+
+
+def loss_colour(loss: float | None) -> str:
+    if loss is None:
+        return NO_DATA
+    return next(colour for bound, colour, _ in LOSS_BINS if loss <= bound)
+
+
+def line_colour(line: str) -> str:
+    if line in LINE_COLOURS:
+        return LINE_COLOURS[line]
+    return _SPARE[sum(map(ord, line)) % len(_SPARE)]   # stable across runs, unlike hash()
+
+
+def _t(text: str) -> str:
+    return escape(text, quote=True)
+
+
+def _num(v: float) -> str:
+    return f"{v:.1f}"
+
+
+def _text(x: float, y: float, text: str, *, size: int = 11, anchor: str = "start", fill: str = AXIS,
+          weight: str = "normal") -> str:
+    return (f'<text x="{_num(x)}" y="{_num(y)}" font-size="{size}" text-anchor="{anchor}" fill="{fill}" '
+            f'font-weight="{weight}" {FONT}>{_t(text)}</text>')
+
+
+def _rect(x: float, y: float, w: float, h: float, fill: str, tip: str | None = None) -> str:
+    head = (f'<rect x="{_num(x)}" y="{_num(y)}" width="{_num(max(w, 0.0))}" height="{_num(max(h, 0.0))}" '
+            f'fill="{fill}"')
+    return f"{head}/>" if tip is None else f"{head}><title>{_t(tip)}</title></rect>"
+
+
+def _svg(width: int, height: int, label: str, body: Sequence[str]) -> str:
+    return (f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+            f'aria-label="{_t(label)}">' + "".join(body) + "</svg>")
+
+
+def nice_max(v: float) -> float:
+    """The smallest round number (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8 × 10ⁿ) at or above v: an axis top."""
+    if v <= 0:
+        return 1.0
+    base = 10.0 ** math.floor(math.log10(v))
+    return next(m * base for m in (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0) if m * base >= v)
+
+
+def _runs(profile: Sequence[HourProfile]) -> list[list[HourProfile]]:
+    """Consecutive hours with data: the band and the line break where an hour has none."""
+    runs: list[list[HourProfile]] = []
+    current: list[HourProfile] = []
+    for p in profile:
+        if p.rtt_p50_ms is None or p.rtt_p5_ms is None or p.rtt_p95_ms is None:
+            if current:
+                runs.append(current)
+            current = []
+        else:
+            current.append(p)
+    if current:
+        runs.append(current)
+    return runs
+
+
+def profile_chart(row: PeakRow, window: HourWindow, offpeak: HourWindow, width: int = 660,
+                  height: int = 250) -> str:
+    """Median RTT by local hour with the P5–P95 band, peak and off-peak hours shaded."""
+    left, right, top, bottom = 52.0, 14.0, 30.0, 34.0
+    pw, ph = width - left - right, height - top - bottom
+    slot = pw / 24
+    highs = [p.rtt_p95_ms for p in row.profile if p.rtt_p95_ms is not None]
+    y_top = nice_max(max(highs) * 1.05) if highs else 1.0
+
+    def x(h: float) -> float:
+        return left + (h + 0.5) * slot
+
+    def y(v: float) -> float:
+        return top + ph - v / y_top * ph
+
+    line = f" ({row.line})" if row.line else ""
+    if row.line_mismatch:
+        line = f" ({row.line}, detected {row.detected_line})"
+    title = f"{row.agent} → {row.target}{line}"
+    body = [_rect(0, 0, width, height, "#ffffff"), _text(left, 18, title, size=13, fill="#222222",
+                                                            weight="bold"),
+            _text(width - right, 18, f"RTT ms by local hour ({row.timezone}), {row.rtt_probe or 'no RTT'}",
+                  anchor="end")]
+    for w, shade in ((window, PEAK_SHADE), (offpeak, OFFPEAK_SHADE)):
+        body += [_rect(left + h * slot, top, slot, ph, shade) for h in w.hours]
+    for i in range(5):
+        v = y_top * i / 4
+        body.append(f'<line x1="{_num(left)}" x2="{_num(left + pw)}" y1="{_num(y(v))}" y2="{_num(y(v))}" '
+                    f'stroke="{GRID}" stroke-width="1"/>')
+        body.append(_text(left - 6, y(v) + 4, f"{v:g}", anchor="end", size=10))
+    for run in _runs(row.profile):
+        if len(run) == 1:      # one hour alone: a short bar and a dot
+            p = run[0]
+            assert p.rtt_p5_ms is not None and p.rtt_p95_ms is not None and p.rtt_p50_ms is not None
+            body.append(_rect(x(p.hour) - slot / 4, y(p.rtt_p95_ms), slot / 2,
+                              y(p.rtt_p5_ms) - y(p.rtt_p95_ms), BAND))
+            body.append(f'<circle cx="{_num(x(p.hour))}" cy="{_num(y(p.rtt_p50_ms))}" r="3" '
+                        f'fill="{MEDIAN}"/>')
+            continue
+        upper = [f"{_num(x(p.hour))},{_num(y(p.rtt_p95_ms or 0.0))}" for p in run]
+        lower = [f"{_num(x(p.hour))},{_num(y(p.rtt_p5_ms or 0.0))}" for p in reversed(run)]
+        body.append(f'<polygon points="{" ".join(upper + lower)}" fill="{BAND}" stroke="none"/>')
+        mid = " ".join(f"{_num(x(p.hour))},{_num(y(p.rtt_p50_ms or 0.0))}" for p in run)
+        body.append(f'<polyline points="{mid}" fill="none" stroke="{MEDIAN}" stroke-width="2.5" '
+                    f'stroke-linejoin="round"/>')
+    if not highs:
+        body.append(_text(left + pw / 2, top + ph / 2, "no RTT measurements", anchor="middle"))
+    body.append(f'<line x1="{_num(left)}" x2="{_num(left + pw)}" y1="{_num(top + ph)}" y2="{_num(top + ph)}" '
+                f'stroke="{AXIS}" stroke-width="1"/>')
+    body += [_text(x(h), top + ph + 14, f"{h:02d}", anchor="middle", size=10) for h in range(0, 24, 3)]
+    body.append(_text(left, height - 4, "local hour · band P5–P95 · line median · orange peak window · "
+                      "green off-peak", size=10))
+    return _svg(width, height, f"24-hour RTT profile of {title}", body)
+
+
+def loss_heatmap(rows: Sequence[PeakRow], window: HourWindow, cell: int = 24) -> str:
+    """Hour of day (local to each agent) × agent → target, coloured by loss."""
+    label_w, top, row_h = 260.0, 46.0, 20.0
+    width = int(label_w + 24 * cell + 20)
+    height = int(top + row_h * len(rows) + 50)
+    body = [_rect(0, 0, width, height, "#ffffff"),
+            _text(0, 14, "Loss % by local hour of day (each agent's time zone), merged over the days",
+                  size=13, fill="#222222", weight="bold")]
+    for h in range(24):
+        if window.contains(h):
+            body.append(_rect(label_w + h * cell, top - 8, cell, 4, PEAK_SHADE))
+        body.append(_text(label_w + (h + 0.5) * cell, top - 12, f"{h:02d}", anchor="middle", size=9))
+    for i, row in enumerate(rows):
+        yy = top + i * row_h
+        body.append(_text(label_w - 8, yy + row_h * 0.7, f"{row.agent} → {row.target}", anchor="end",
+                          size=11))
+        for p in row.profile:
+            tip = (f"{row.agent} → {row.target} {p.hour:02d}:00: "
+                   + ("no data" if p.loss_pct is None else f"{p.loss_pct:.3f} % loss, {p.rounds} rounds"))
+            body.append(_rect(label_w + p.hour * cell + 1, yy + 1, cell - 2, row_h - 2,
+                              loss_colour(p.loss_pct), tip))
+    ly = top + row_h * len(rows) + 18
+    lx = label_w
+    body.append(_text(lx - 8, ly + 11, "loss %", anchor="end", size=10))
+    for _, colour, name in (*LOSS_BINS, (0.0, NO_DATA, "no data")):
+        body.append(_rect(lx, ly, 16, 14, colour))
+        body.append(_text(lx + 20, ly + 11, name, size=10))
+        lx += 26 + 7 * len(name)
+    return _svg(width, height, "loss heatmap", body)
+
+
+def line_bars(lines: Sequence[LineFigures], width: int = 900) -> str:
+    """Per datacenter, one bar per line: peak P95 (the line's colour) over off-peak P95 (grey)."""
+    label_w, top, bar_h, gap = 190.0, 40.0, 14.0, 10.0
+    value_w = 190.0
+    pw = width - label_w - value_w
+    highs = [v for g in lines for v in (g.peak_p95_ms, g.offpeak_p95_ms) if v is not None]
+    x_top = nice_max(max(highs) * 1.02) if highs else 1.0
+    dcs: list[str | None] = []
+    for g in lines:
+        if g.datacenter not in dcs:
+            dcs.append(g.datacenter)
+    height = int(top + len(lines) * (2 * bar_h + gap) + len(dcs) * 22 + 30)
+    region = next((g.region for g in lines if g.region), None)
+    body = [_rect(0, 0, width, height, "#ffffff"),
+            _text(0, 16, f"Lines compared — region {region or '—'}: peak P95 (colour) vs off-peak P95 "
+                  "(grey), ms", size=13, fill="#222222", weight="bold")]
+    yy = top
+    for dc in dcs:
+        body.append(_text(0, yy + 12, f"datacenter {dc or '—'}", size=12, fill="#222222", weight="bold"))
+        yy += 22
+        for g in (g for g in lines if g.datacenter == dc):
+            body.append(_text(label_w - 8, yy + bar_h, g.line, anchor="end", size=12))
+            if g.peak_p95_ms is not None:
+                body.append(_rect(label_w, yy, g.peak_p95_ms / x_top * pw, bar_h, line_colour(g.line)))
+            if g.offpeak_p95_ms is not None:
+                body.append(_rect(label_w, yy + bar_h, g.offpeak_p95_ms / x_top * pw, bar_h * 0.7,
+                                  OFFPEAK_BAR))
+            loss = "—" if g.peak_loss_pct is None else f"{g.peak_loss_pct:.2f} % loss"
+            p95 = "—" if g.peak_p95_ms is None else f"{g.peak_p95_ms:.1f}"
+            off = "—" if g.offpeak_p95_ms is None else f"{g.offpeak_p95_ms:.1f}"
+            body.append(_text(label_w + pw + 8, yy + bar_h, f"{p95} / {off} ms · {loss}", size=11))
+            yy += 2 * bar_h + gap
+    body.append(f'<line x1="{_num(label_w)}" x2="{_num(label_w)}" y1="{_num(top)}" y2="{_num(yy)}" '
+                f'stroke="{AXIS}" stroke-width="1"/>')
+    body.append(_text(label_w, yy + 14, "0", anchor="middle", size=10))
+    body.append(_text(label_w + pw, yy + 14, f"{x_top:g} ms", anchor="middle", size=10))
+    return _svg(width, height, "line comparison", body)

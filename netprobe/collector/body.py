@@ -4,6 +4,7 @@ arrive, so neither a chunked body nor a gzip bomb gets past the cap; then strict
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from collections.abc import AsyncIterable
 from typing import Any
@@ -102,11 +103,57 @@ def _has_nul(value: Any) -> bool:
     return False
 
 
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+_WS = re.compile(r"[ \t\n\r]*")     # JSON's whitespace, as the json module skips it
+
+
+def _skip(text: str, i: int) -> int:
+    m = _WS.match(text, i)
+    return m.end() if m is not None else i
+
+
+def _array(body: bytes) -> tuple[list[Any], list[str]] | None:
+    """A top-level JSON array's items and each item's own JSON text, or None when `body` is anything
+    else or malformed (json.loads then says what is wrong, in its own words)."""
+    try:
+        text = body.decode(json.detect_encoding(body), "surrogatepass")
+        i = _skip(text, 0)
+        if text[i:i + 1] != "[":
+            return None
+        i = _skip(text, i + 1)
+        items: list[Any] = []
+        texts: list[str] = []
+        if text[i:i + 1] == "]":
+            i += 1
+        else:
+            while True:
+                item, end = _DECODER.raw_decode(text, i)
+                items.append(item)
+                texts.append(text[i:end])
+                i = _skip(text, end)
+                sep = text[i:i + 1]
+                i = _skip(text, i + 1)
+                if sep == "]":
+                    break
+                if sep != ",":
+                    return None
+        return (items, texts) if _skip(text, i) == len(text) else None
+    except (ValueError, RecursionError):
+        return None
+
+
 def parse_json(body: bytes) -> Any:
     """Strict JSON: no NaN/Infinity and no NUL characters, which PostgreSQL's jsonb refuses — a batch
     the database cannot take must be a 400, not a 503 the agent would retry for ever."""
+    return parse_body(body)[0]
+
+
+def parse_body(body: bytes) -> tuple[Any, list[str] | None]:
+    """parse_json's value and, when it is an array, each item's JSON text as received (the store
+    keeps envelopes as jsonb, so it need not serialise them again)."""
     try:
-        data = json.loads(body, parse_constant=_no_constant)
+        parsed = _array(body)
+        data, texts = parsed if parsed is not None else (json.loads(body, parse_constant=_no_constant), None)
         nul = b"\\u0000" in body and _has_nul(data)
     except ValueError as exc:      # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise Rejected(400, "bad_json", f"malformed JSON: {exc}") from None
@@ -114,4 +161,4 @@ def parse_json(body: bytes) -> Any:
         raise Rejected(400, "bad_json", "malformed JSON: nested too deeply") from None
     if nul:
         raise Rejected(400, "bad_json", "a JSON string contains \\u0000, which cannot be stored")
-    return data
+    return data, texts

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -60,6 +61,10 @@ def run(config: ConfigOption) -> None:
 
     cfg = _config(config)
     setup_logging(cfg.log.level, cfg.log.format)
+    # A batch parses into tens of thousands of short-lived objects: run the cyclic GC less often,
+    # and never again over the libraries loaded by now (several % of ingest CPU otherwise).
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
     raise typer.Exit(asyncio.run(serve(cfg)))
 
 

@@ -37,9 +37,10 @@ class _Target(BaseModel):
 
 
 class _Result(BaseModel):
-    """Only the fields the store reads; everything else is kept verbatim in the envelope."""
+    """Only the fields the store reads; everything else is kept verbatim in the envelope (the raw
+    dict), so the model need not copy it: extra fields are ignored, not refused."""
 
-    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
     status: Literal["ok", "down", "error"]
     sent: int = Field(default=0, ge=0)
     received: int = Field(default=0, ge=0)
@@ -50,7 +51,7 @@ class _Result(BaseModel):
 
 
 class _Envelope(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="ignore")    # kept in the raw dict, as _Result's
     id: str = _Id
     probe: str = Field(min_length=1, max_length=32)
     started_at: AwareDatetime
@@ -76,9 +77,10 @@ class Envelope:
     jitter_ms: float | None
     samples_ms: tuple[float, ...]        # received replies only
     raw: dict[str, Any]
+    text: str | None = None              # the JSON text `raw` was parsed from, when known
 
 
-def parse_envelope(data: Any, where: str = "envelope") -> Envelope:
+def parse_envelope(data: Any, where: str = "envelope", text: str | None = None) -> Envelope:
     if not isinstance(data, Mapping):
         raise EnvelopeError(f"{where}: expected a JSON object, got {type(data).__name__}")
     try:
@@ -92,17 +94,21 @@ def parse_envelope(data: Any, where: str = "envelope") -> Envelope:
     res = env.result
     if res.received > res.sent:
         raise EnvelopeError(f"{where}: result.received ({res.received}) exceeds result.sent ({res.sent})")
-    samples = tuple(v for v in res.samples_ms if v is not None)
-    if any(v < 0 for v in samples):
+    samples = tuple([v for v in res.samples_ms if v is not None])
+    if samples and min(samples) < 0:      # finite floats: allow_inf_nan=False
         raise EnvelopeError(f"{where}: result.samples_ms: negative round-trip time")
     return Envelope(
         id=env.id, probe=env.probe, started_at=env.started_at.astimezone(UTC),
         agent=env.agent.model_dump(), target=env.target.model_dump(), status=res.status,
         sent=res.sent, received=res.received, duplicates=res.duplicates, loss_pct=res.loss_pct,
-        jitter_ms=res.jitter_ms, samples_ms=samples, raw=dict(data),
+        jitter_ms=res.jitter_ms, samples_ms=samples, raw=dict(data), text=text,
     )
 
 
-def parse_envelopes(items: Sequence[Any]) -> list[Envelope]:
-    """Validate all or nothing; an error names the envelope's index in the batch."""
-    return [parse_envelope(item, f"envelope {i}") for i, item in enumerate(items)]
+def parse_envelopes(items: Sequence[Any], texts: Sequence[str] | None = None) -> list[Envelope]:
+    """Validate all or nothing; an error names the envelope's index in the batch. `texts`: each
+    item's JSON text, kept with it."""
+    if texts is not None and len(texts) != len(items):
+        raise ValueError(f"{len(texts)} texts for {len(items)} envelopes")
+    return [parse_envelope(item, f"envelope {i}", texts[i] if texts is not None else None)
+            for i, item in enumerate(items)]

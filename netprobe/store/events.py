@@ -6,12 +6,13 @@ agent (SQLite) and a collector ingesting the same envelopes (PostgreSQL) record 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, insert, or_, select
+from sqlalchemy import Select, and_, bindparam, insert, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from netprobe.store.envelopes import Envelope
@@ -22,6 +23,7 @@ LINE_MISMATCH = "line_mismatch"
 KINDS = (PATH_CHANGE, LINE_MISMATCH)     # also the order of two events of one round
 MTR = "mtr"
 _PAGE = 32                               # stored rows read at a time while looking for the previous route
+_FIRST_PAGE = 2                          # ... at first: usually the newest one before the batch is it
 _HASH_MAX = 64                           # path_changes.old_hash/new_hash
 _LABEL_MAX = 32                          # path_changes.label
 
@@ -130,22 +132,38 @@ def detect(previous: Route | None, routes: Iterable[Route], new_ids: Set[str], a
     return events
 
 
+@functools.cache
+def _page_query(dialect: str, limit: int, skipping: bool) -> Select[Any]:
+    """One page of an agent × target's usable stored routes before a cursor, newest first. Built once:
+    SQLAlchemy spends longer building a statement than PostgreSQL does running this one."""
+    c = probe_results.c
+    # Ties on started_at are broken by id in code-point order, as Python compares the batch's ids;
+    # PostgreSQL's default collation is locale-aware, so ask for bytewise ("C"), SQLite's default.
+    rid = c.id.collate("C") if dialect == "postgresql" else c.id
+    query = (select(c.id, c.started_at, c.envelope)
+             .where(c.agent_id == bindparam("agent_id"), c.target_id == bindparam("target_id"),
+                    c.probe == MTR, c.status != "error",
+                    or_(c.started_at < bindparam("at"), and_(c.started_at == bindparam("at"),
+                                                             rid < bindparam("rid"))))
+             .order_by(c.started_at.desc(), rid.desc()).limit(limit))
+    if skipping:   # not even read: the batch's own rows are there already, and an mtr envelope is big
+        query = query.where(c.id.not_in(bindparam("skip", expanding=True)))
+    return query
+
+
 async def stored_routes(conn: AsyncConnection, agent_id: str, target_id: str, first: tuple[datetime, str],
                         last: tuple[datetime, str], skip: Set[str]) -> tuple[Route | None, list[Route]]:
     """The last usable stored route ordered before `first`, and the usable stored routes between
     `first` and `last` (results that arrived out of order), ignoring the ids in `skip`."""
-    c = probe_results.c
-    # Ties on started_at are broken by id in code-point order, as Python compares the batch's ids;
-    # PostgreSQL's default collation is locale-aware, so ask for bytewise ("C"), SQLite's default.
-    rid = c.id.collate("C") if conn.dialect.name == "postgresql" else c.id
-    base = (select(c.id, c.started_at, c.envelope)
-            .where(c.agent_id == agent_id, c.target_id == target_id, c.probe == MTR, c.status != "error")
-            .order_by(c.started_at.desc(), rid.desc()).limit(_PAGE))
+    params: dict[str, Any] = {"agent_id": agent_id, "target_id": target_id}
+    if skip:
+        params["skip"] = sorted(skip)
     between: list[Route] = []
     cursor = last
+    limit = _FIRST_PAGE
     while True:
-        page = (await conn.execute(base.where(or_(c.started_at < cursor[0],
-                                                  and_(c.started_at == cursor[0], rid < cursor[1]))))).all()
+        query = _page_query(conn.dialect.name, limit, bool(skip))
+        page = (await conn.execute(query, {**params, "at": cursor[0], "rid": cursor[1]})).all()
         for result_id, started_at, envelope in page:
             route = None if result_id in skip else route_of(result_id, started_at, envelope)
             if route is None:
@@ -153,24 +171,29 @@ async def stored_routes(conn: AsyncConnection, agent_id: str, target_id: str, fi
             if route.order < first:
                 return route, between[::-1]
             between.append(route)
-        if len(page) < _PAGE:
+        if len(page) < limit:
             return None, between[::-1]
         cursor = (page[-1].started_at, page[-1].id)
+        limit = _PAGE
 
 
 async def detect_new(conn: AsyncConnection, new: Sequence[Envelope]) -> list[PathEvent]:
     """Events caused by `new`, results just inserted in this transaction, in time order."""
     by_key: dict[tuple[str, str], list[Route]] = {}
+    new_mtr: dict[tuple[str, str], set[str]] = {}    # stored_routes ignores these, usable or not
     for env in new:
+        key = (str(env.agent["id"]), str(env.target["id"]))
+        if env.probe == MTR:
+            new_mtr.setdefault(key, set()).add(env.id)
         route = route_of(env.id, env.started_at, env.raw)
         if route is not None:       # an unusable result never emits, so it needs no history either
-            by_key.setdefault((str(env.agent["id"]), str(env.target["id"])), []).append(route)
+            by_key.setdefault(key, []).append(route)
     new_ids = {env.id for env in new}
     events: list[PathEvent] = []
     for (agent_id, target_id), routes in sorted(by_key.items()):
         routes.sort(key=lambda r: r.order)
         previous, stored = await stored_routes(conn, agent_id, target_id, routes[0].order, routes[-1].order,
-                                               new_ids)
+                                               new_mtr[agent_id, target_id])
         events += detect(previous, [*stored, *routes], new_ids, agent_id, target_id)
     # stable: one agent × target's events keep the walk's order (by result, then kind)
     events.sort(key=lambda e: (e.detected_at, e.agent_id, e.target_id))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from alembic.util import CommandError
-from sqlalchemy import Select, Table, bindparam, delete, func, select, tuple_, update
+from sqlalchemy import Select, Table, bindparam, delete, func, select, text, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL
@@ -24,13 +25,35 @@ from netprobe.store import events, migrate, outbox
 from netprobe.store.engine import READ_ONLY, create_engine, mapped_errors
 from netprobe.store.envelopes import Envelope, parse_envelopes
 from netprobe.store.rollups import HourKey, HourRow, Rollup, WindowStats, accumulate, hour_of, merge_hours
-from netprobe.store.schema import agents, path_changes, probe_results, rollups_hourly, store_meta, targets
+from netprobe.store.schema import (
+    UTCDateTime,
+    agents,
+    path_changes,
+    probe_results,
+    rollups_hourly,
+    store_meta,
+    targets,
+)
 from netprobe.store.urls import default_db_url, display_url, normalise_url
 
 DEFAULT_RAW_RETENTION_DAYS = 14.0
 _HORIZON = "raw_horizon"      # store_meta key: raw rounds before this were deleted by retention
 _R = rollups_hourly.c
 _PK = (_R.agent_id, _R.target_id, _R.probe, _R.hour)
+_PG_INSERT_RESULTS = text(
+    "INSERT INTO probe_results (id, probe, agent_id, target_id, started_at, status, envelope, stored_at) "
+    "SELECT r.id, r.probe, r.agent_id, r.target_id, r.started_at, r.status, e.envelope, :now "
+    "FROM unnest(CAST(:ids AS text[]), CAST(:probes AS text[]), CAST(:agents AS text[]), "
+    "CAST(:targets AS text[]), CAST(:starts AS timestamptz[]), CAST(:statuses AS text[])) "
+    "WITH ORDINALITY AS r(id, probe, agent_id, target_id, started_at, status, n) "
+    "JOIN jsonb_array_elements(CAST(:envelopes AS jsonb)) WITH ORDINALITY AS e(envelope, n) ON e.n = r.n "
+    "ORDER BY r.n "
+    "ON CONFLICT (id) DO NOTHING RETURNING id"
+).bindparams(bindparam("now", type_=UTCDateTime()))
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,15 +117,16 @@ class Store:
             return await conn.run_sync(migrate.current_revision)
 
     # -- writing ----------------------------------------------------------------------------------
-    async def write(self, envelopes: Sequence[Mapping[str, Any]], *,
-                    outbox_cap: int | None = None) -> WriteStats:
+    async def write(self, envelopes: Sequence[Mapping[str, Any]], *, outbox_cap: int | None = None,
+                    texts: Sequence[str] | None = None) -> WriteStats:
         """Store result envelopes once each (by id); rolls up only the newly stored ones, atomically.
 
         With `outbox_cap`, the newly stored ones also enter the upload outbox in the same transaction,
-        and the outbox is trimmed (oldest first) to that many rows.
+        and the outbox is trimmed (oldest first) to that many rows. `texts`: each envelope's JSON text,
+        when the caller parsed it from that (PostgreSQL then stores the text rather than re-serialising).
         Raises EnvelopeError (nothing stored) if any envelope is malformed.
         """
-        parsed = parse_envelopes(envelopes)
+        parsed = parse_envelopes(envelopes, texts)
         unique: dict[str, Envelope] = {}
         for env in parsed:
             unique.setdefault(env.id, env)
@@ -177,6 +201,18 @@ class Store:
 
     async def _insert_results(self, conn: AsyncConnection, envs: Sequence[Envelope],
                               now: datetime) -> set[str]:
+        if self.dialect == "postgresql":
+            # One short statement with an array per column: a multi-row VALUES of 500 rows is a
+            # 4,000-placeholder query that psycopg re-parses on every call. The envelopes go as one
+            # JSON array (a text[] would be escaped quote by quote), serialised once, or not at all
+            # when the caller kept the text it received.
+            envelopes = ",".join(e.text if e.text is not None else _json(e.raw) for e in envs)
+            result = await conn.execute(_PG_INSERT_RESULTS, {
+                "ids": [e.id for e in envs], "probes": [e.probe for e in envs],
+                "agents": [str(e.agent["id"]) for e in envs], "targets": [str(e.target["id"]) for e in envs],
+                "starts": [e.started_at for e in envs], "statuses": [e.status for e in envs],
+                "envelopes": f"[{envelopes}]", "now": now})
+            return {row[0] for row in result}
         stmt = (self._insert(probe_results).on_conflict_do_nothing(index_elements=["id"])
                 .returning(probe_results.c.id))
         rows = [{"id": e.id, "probe": e.probe, "agent_id": str(e.agent["id"]),

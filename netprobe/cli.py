@@ -20,6 +20,7 @@ def _register() -> None:
     from netprobe.budget.cli import budget as budget_cmd
     from netprobe.collector.cli import app as collector_app
     from netprobe.config_cli import app as config_app
+    from netprobe.demo.cli import demo as demo_cmd
     from netprobe.lab.cli import app as lab_app
     from netprobe.probe_cli import app as probe_app
     from netprobe.report.cli import app as report_app
@@ -35,6 +36,7 @@ def _register() -> None:
     app.add_typer(alerts_app, name="alerts", help="Alert notifiers: send a test message through each.")
     app.add_typer(report_app, name="report", help="Reports from the hourly rollups (evening peak).")
     app.command("budget")(budget_cmd)
+    app.command("demo")(demo_cmd)
     app.command("target")(target_cmd)  # one command, not a group: `netprobe target --listen …`
 
 

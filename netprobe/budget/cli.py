@@ -55,7 +55,7 @@ def budget(
                           "calls": calls, "window": window, "days": days,
                           "rows": [r.to_dict() for r in rows]}))
         return
-    _print(rows, params)
+    print_budget(rows, params)
 
 
 def candidate(row: PeakRow) -> Candidate | None:
@@ -92,7 +92,7 @@ def _ms(v: float | None) -> str:
     return "–" if v is None else f"{v:.0f}"
 
 
-def _print(rows: list[BudgetRow], p: BudgetParams) -> None:
+def print_budget(rows: list[BudgetRow], p: BudgetParams) -> None:
     from rich.table import Table
 
     from netprobe.render import console

@@ -142,9 +142,11 @@ class PeakReport:
     agent: str | None = None
     region: str | None = None
     warnings: list[str] = field(default_factory=list)
+    note: str | None = None          # shown above the figures (the demo: time is compressed)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"generated_at": iso(self.generated_at), "days": self.days, "window": self.window.label,
+        return {"generated_at": iso(self.generated_at), "note": self.note, "days": self.days,
+                "window": self.window.label,
                 "offpeak_window": self.offpeak.label, "agent": self.agent, "region": self.region,
                 "ranking": RULE, "warnings": list(self.warnings), "rows": [r.to_dict() for r in self.rows]}
 

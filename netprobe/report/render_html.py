@@ -44,6 +44,8 @@ def html(report: PeakReport) -> str:
     parts = [f"<h1>{_e(title(report))}</h1>",
              f'<p class="meta">generated {_e(iso(report.generated_at))} · windows are local hours of each '
              f"agent's time zone, half-open · ranking: {_e(RULE)}</p>"]
+    if report.note:
+        parts.append(f'<p class="note">{_e(report.note)}</p>')
     parts += [f'<p class="note">warning: {_e(w)}</p>' for w in report.warnings]
     if not report.rows:
         parts.append(f"<p>{_e(empty_message(report))}</p>")

@@ -12,6 +12,8 @@ def _cell(text: str) -> str:
 
 def markdown(report: PeakReport) -> str:
     lines = [f"**{_cell(title(report))}**", ""]
+    if report.note:
+        lines += [f"> {_cell(report.note)}", ""]
     if not report.rows:
         return "\n".join([*lines, _cell(empty_message(report)), ""])
     lines.append("| " + " | ".join(c.head for c in COLUMNS) + " |")

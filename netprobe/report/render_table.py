@@ -29,6 +29,8 @@ def table(report: PeakReport) -> Table:
 
 
 def print_table(report: PeakReport, console: Console) -> None:
+    if report.note:
+        console.print(report.note, highlight=False, markup=False)
     if not report.rows:
         console.print(empty_message(report), highlight=False, markup=False)
         return

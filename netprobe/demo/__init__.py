@@ -1,0 +1,1 @@
+"""`netprobe demo`: the lab, the agent through a compressed day, then report, budget and alerts."""

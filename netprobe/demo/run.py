@@ -1,0 +1,227 @@
+"""`netprobe demo` (root): the lab of agents/lab.toml, the real agent probing it through one compressed
+day with the lab's peak profile in the evening, then the evening-peak report, the budget for a 1 s
+TTFT and the alerts that fired. The lab comes down however the demo ends."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from types import FrameType
+from zoneinfo import ZoneInfo
+
+from rich.console import Console
+
+from netprobe.alerts.config import AlertRule
+from netprobe.alerts.formats import Notification
+from netprobe.errors import SetupError
+from netprobe.lab import api
+from netprobe.lab.addressing import AGENT_NS
+from netprobe.lab.spec import RouteSpec, load_spec
+from netprobe.results import utc_now
+
+from .timeline import Timeline, replay, simulated_day
+
+SPEC = Path(__file__).with_name("lab.toml")     # agents/lab.toml, shipped with the package
+TIMEZONE = "Asia/Shanghai"
+PEAK_HOURS = range(20, 23)                      # the report's default window, 20:00-23:00
+TTFT_MS = 1000.0
+# Loss over 3 simulated hours (one aligned window is exactly 20:00-23:00 in Shanghai): enough requests
+# that the ordinary lines' peak loss stands clear of their off-peak loss.
+ALERT = {"name": "peak-loss", "metric": "loss_pct", "op": ">", "threshold": 3.0, "clear_threshold": 1.5,
+         "window": 3 * 3600.0, "for_windows": 1, "targets": ["*"], "notify": ["demo"]}
+
+
+def agent_config(routes: Sequence[RouteSpec], db: Path) -> str:
+    """The demo agent: every route by name over IPv4; icmp every second (20 requests), tcp every 2 s,
+    an mtr trace every 10 s, so each simulated hour holds about a hundred requests per route."""
+    head = f'''[agent]
+id = "demo-agent"
+region = "cn-east"
+isp = "telecom"
+timezone = "{TIMEZONE}"
+
+[storage]
+url = "sqlite:///{db}"
+
+[probes.icmp]
+every = "1s"
+count = 20
+interval = "0.02s"
+timeout = "0.5s"
+
+[probes.tcp]
+every = "2s"
+count = 3
+interval = "0.1s"
+timeout = "0.5s"
+
+[probes.mtr]
+every = "10s"
+cycles = 3
+interval = "0.3s"
+timeout = "0.5s"
+'''
+    targets = [f'''
+[[targets]]
+id = "{r.id}"
+host = "{r.id}.lab"
+datacenter = "{r.datacenter}"
+line = "{r.line}"
+probes = ["icmp", "tcp", "mtr"]
+family = "ipv4"
+tcp_port = {r.tcp_ports[0]}
+''' for r in routes]
+    return head + "".join(targets)
+
+
+class _Recorder:
+    """The alert engine's notifier for the demo: keeps the transitions to print them."""
+
+    def __init__(self) -> None:
+        self.notes: list[Notification] = []
+
+    def submit(self, n: Notification, names: Sequence[str]) -> None:
+        if not n.repeat:
+            self.notes.append(n)
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (systemd, timeout) unwinds like Ctrl-C, so the lab still comes down."""
+    def handler(_sig: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def run(out: Path, hour_seconds: float, console: Console) -> None:
+    if not api.has_lab_privileges():
+        raise SetupError("netprobe demo builds network namespaces: run it as root (sudo netprobe demo)")
+    spec = load_spec(SPEC)
+    out.mkdir(parents=True, exist_ok=True)
+    live, demo = out / "live.db", out / "demo.db"
+    for old in (live, demo):
+        for path in (old, old.with_name(old.name + "-wal"), old.with_name(old.name + "-shm")):
+            path.unlink(missing_ok=True)
+    config = out / "agent.toml"
+    config.write_text(agent_config(spec.routes, live))
+    with _terminate_as_interrupt():
+        try:
+            console.rule("[bold]1. the lab")
+            state = api.up(SPEC, replace=True)
+            console.print(f"{len(state.routes)} emulated routes from {SPEC.name}: "
+                          + ", ".join(f"{r.id} ({r.line})" for r in spec.routes))
+            timeline = _probe_a_day(config, out / "agent.log", hour_seconds, console)
+        finally:
+            api.down()
+        console.print("lab down")
+    asyncio.run(_results(live, demo, timeline, out, console))
+
+
+def _probe_a_day(config: Path, log: Path, hour_seconds: float, console: Console) -> Timeline:
+    console.rule("[bold]2. the agent, through one compressed day")
+    with log.open("wb") as sink:
+        agent = subprocess.Popen(["ip", "netns", "exec", AGENT_NS, sys.executable, "-m", "netprobe.cli",
+                                  "agent", "run", "--config", str(config)], stdout=sink, stderr=sink)
+    try:
+        _wait_started(agent, log)
+        now = utc_now()
+        timeline = Timeline(real_start=now, sim_start=simulated_day(TIMEZONE, now), hour_seconds=hour_seconds)
+        profile = "base"
+        for hour in range(24):
+            wanted = "peak" if hour in PEAK_HOURS else "base"
+            if wanted != profile:
+                api.set_impairments(SPEC, profile=wanted)
+                profile = wanted
+            shown = "[red]peak profile[/]" if profile == "peak" else "base profile"
+            console.print(f"  {hour:02d}:00  {shown}", highlight=False)
+            due = timeline.real_start + timedelta(seconds=(hour + 1) * hour_seconds)
+            time.sleep(max(0.0, (due - utc_now()).total_seconds()))
+            if agent.poll() is not None:
+                raise SetupError(f"the agent exited ({agent.returncode}); its log: {log}")
+    finally:
+        if agent.poll() is None:
+            agent.send_signal(signal.SIGTERM)
+            try:
+                agent.wait(15)
+            except subprocess.TimeoutExpired:
+                agent.kill()
+    return timeline
+
+
+def _wait_started(agent: subprocess.Popen[bytes], log: Path, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if b"agent started" in log.read_bytes():
+            return
+        if agent.poll() is not None:
+            raise SetupError(f"the agent exited ({agent.returncode}) before starting; its log: {log}")
+        time.sleep(0.1)
+    raise SetupError(f"the agent did not start within {timeout:g} s; its log: {log}")
+
+
+async def _results(live_db: Path, demo_db: Path, timeline: Timeline, out: Path, console: Console) -> None:
+    from netprobe.alerts.engine import AlertEngine
+    from netprobe.budget.cli import candidate, print_budget
+    from netprobe.budget.compute import BudgetParams, budget_rows
+    from netprobe.report.peak import compute
+    from netprobe.report.render_html import html
+    from netprobe.report.render_table import print_table
+    from netprobe.store import open_store
+
+    live = await open_store(f"sqlite:///{live_db}")
+    demo = await open_store(f"sqlite:///{demo_db}")
+    try:
+        rounds = await replay(live, demo, timeline)
+        console.print(f"{rounds} rounds stored, replayed onto the simulated day in {demo_db}")
+        console.rule("[bold]3. the evening peak (20:00-23:00) against off-peak (03:00-06:00)")
+        report = await compute(demo, days=2, now=timeline.sim_end + timedelta(hours=1))
+        report = dataclasses.replace(report, note=timeline.note(TIMEZONE))
+        print_table(report, console)
+        page = out / "report.html"
+        page.write_text(html(report), encoding="utf-8")
+
+        console.rule(f"[bold]4. the budget for a {TTFT_MS:g} ms time to first token")
+        params = BudgetParams(ttft_ms=TTFT_MS)
+        print_budget(budget_rows([c for c in map(candidate, report.rows) if c is not None], params), params)
+
+        console.rule("[bold]5. alerts")
+        rule = AlertRule.model_validate(ALERT)
+        recorder = _Recorder()
+        engine = AlertEngine(demo, [rule], recorder, settle=0.0)
+        await engine.evaluate_due(timeline.sim_start)          # begin at the simulated midnight
+        await engine.evaluate_due(timeline.sim_end)
+        console.print(f"rule {rule.name}: loss_pct > {rule.threshold:g} % over 3-hour windows, "
+                      f"clears at ≤ {rule.clear_threshold:g} %", highlight=False)
+        for n in recorder.notes:
+            colour = "red" if n.state == "firing" else "green"
+            console.print(f"  [{colour}]{n.summary()}[/]  (window ending {_local(n.window_end)})",
+                          highlight=False)
+        if not recorder.notes:
+            console.print("  none fired")
+        console.rule("[bold]files")
+        console.print(f"HTML report: {page}\nreport database: {demo_db} (netprobe report peak --db "
+                      f"sqlite:///{demo_db} --days 2)\nagent log: {out / 'agent.log'}", highlight=False)
+    finally:
+        await live.close()
+        await demo.close()
+
+
+def _local(ts: datetime) -> str:
+    return f"{ts.astimezone(ZoneInfo(TIMEZONE)):%H:%M} {TIMEZONE}"
+
+
+def default_out() -> Path:
+    return Path(os.environ.get("NETPROBE_DEMO_DIR", "netprobe-demo")).resolve()

@@ -1,0 +1,75 @@
+"""The demo's compressed day: a few real seconds of lab traffic stand for each hour of one simulated
+day, so a two-minute run has an evening peak to report. The agent stores real timestamps; `replay`
+copies its rounds into the report database with each timestamp moved onto the simulated day."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from netprobe.results import iso
+from netprobe.store import Store
+
+BATCH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    real_start: datetime       # when simulated 00:00 began (UTC)
+    sim_start: datetime        # simulated 00:00 local, as UTC
+    hour_seconds: float        # real seconds per simulated hour
+
+    @property
+    def scale(self) -> float:
+        return 3600.0 / self.hour_seconds
+
+    @property
+    def real_end(self) -> datetime:
+        return self.real_start + timedelta(seconds=24 * self.hour_seconds)
+
+    @property
+    def sim_end(self) -> datetime:
+        return self.sim_start + timedelta(days=1)
+
+    def sim(self, real: datetime) -> datetime:
+        return self.sim_start + (real - self.real_start) * self.scale
+
+    def note(self, zone: str) -> str:
+        return (f"Time compressed: {24 * self.hour_seconds:g} s of lab traffic played as one day "
+                f"({self.hour_seconds:g} s per hour) — {self.sim_start.astimezone(ZoneInfo(zone)):%Y-%m-%d} "
+                f"in {zone}, with the lab's peak profile from 20:00 to 23:00. Not measured hours.")
+
+
+def simulated_day(zone: str, now: datetime) -> datetime:
+    """Yesterday 00:00 in `zone`, as UTC: a whole local day that `report peak --days 2` covers."""
+    local = now.astimezone(ZoneInfo(zone))
+    midnight = (local - timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    return midnight.astimezone(UTC)
+
+
+def moved(env: dict[str, Any], timeline: Timeline) -> dict[str, Any] | None:
+    """The envelope on the simulated day; None when it started outside the compressed day."""
+    started = datetime.fromisoformat(str(env["started_at"]).replace("Z", "+00:00"))
+    if not timeline.real_start <= started < timeline.real_end:
+        return None
+    at = iso(timeline.sim(started))
+    result = dict(env.get("result") or {})
+    if "started_at" in result:
+        result["started_at"] = at
+    return {**env, "started_at": at, "result": result}
+
+
+def _batches(items: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    for i in range(0, len(items), BATCH):
+        yield items[i:i + BATCH]
+
+
+async def replay(live: Store, demo: Store, timeline: Timeline) -> int:
+    """Copy the live rounds onto the simulated day (oldest first, so route events come out in order)."""
+    rounds = [m for env in await live.results() if (m := moved(env, timeline)) is not None]
+    for batch in _batches(rounds):
+        await demo.write(batch)
+    return len(rounds)

@@ -12,7 +12,7 @@ from typing import Any
 
 from netprobe.agent.scheduler import ProbeScheduler
 from netprobe.agent.uplink import Uplink, read_token
-from netprobe.alerts.engine import alerting
+from netprobe.alerts.engine import Alerting, alerting
 from netprobe.config import Config, load_config
 from netprobe.errors import ConfigError
 from netprobe.logs import log_event, setup_logging
@@ -120,7 +120,7 @@ class Agent:
                 raise
             icmp_socket = engine.socket_kind()
         try:
-            metrics, exporter = await self._exporter(pipeline, uplink)
+            metrics, exporter = await self._exporter(pipeline, uplink, alerts)
             if uplink is not None:
                 await uplink.start()
         except BaseException:
@@ -169,7 +169,8 @@ class Agent:
 
         return list(influx_sinks(self.config.influxdb))
 
-    async def _exporter(self, pipeline: Pipeline, uplink: Uplink | None) -> tuple[Any, Any]:
+    async def _exporter(self, pipeline: Pipeline, uplink: Uplink | None,
+                        alerts: Alerting | None) -> tuple[Any, Any]:
         """The Prometheus exporter when [metrics] listen is set: (Metrics, its aiohttp runner)."""
         address = self.config.metrics.address()
         if address is None:
@@ -178,6 +179,10 @@ class Agent:
         from netprobe.errors import SetupError
 
         metrics = Metrics(pipeline.stats, uplink_stats=(lambda: uplink.stats) if uplink is not None else None)
+        if alerts is not None:
+            from netprobe.alerts.metrics import AlertsCollector
+
+            metrics.registry.register(AlertsCollector(alerts))
         try:
             runner = await serve(metrics, *address)
         except OSError as exc:

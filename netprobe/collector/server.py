@@ -12,6 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from netprobe.alerts.engine import Alerting, alerting
+from netprobe.alerts.metrics import AlertsCollector
 from netprobe.collector.app import Ingest, make_app
 from netprobe.collector.config import CollectorConfig
 from netprobe.collector.metrics import CollectorMetrics
@@ -70,6 +71,8 @@ class Collector:
         try:
             self.pipeline = Pipeline(sinks) if sinks else None
             self.metrics = CollectorMetrics(self.pipeline.stats if self.pipeline else None)
+            if alerts is not None:
+                self.metrics.registry.register(AlertsCollector(alerts))
             ingest = Ingest(store=self.store, tokens=Tokens(self.store), metrics=self.metrics,
                             max_body=cfg.collector.max_body_bytes, max_batch=cfg.collector.max_batch,
                             pipeline=self.pipeline)

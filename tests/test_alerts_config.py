@@ -146,7 +146,7 @@ secret_file = "{tmp_path / 'missing.secret'}"
     result = CliRunner().invoke(config_app, ["check", str(path)])
     assert result.exit_code == 2 and "notifiers[0].secret_file:" in result.output
     cfg = parse_config(path.read_text())
-    with pytest.raises(SetupError, match="notifier ding: secret_file"):
+    with pytest.raises(SetupError, match=r"notifiers\[ding\].secret_file"):
         cfg.notifiers[0].read_secret()
     (tmp_path / "missing.secret").write_text("s3cret\n")
     assert cfg.notifiers[0].read_secret() == "s3cret"

@@ -13,11 +13,9 @@ import asyncio
 import gzip
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -31,9 +29,9 @@ from tenacity import (
 
 from netprobe import __version__
 from netprobe.config import UplinkConfig
-from netprobe.errors import SetupError
 from netprobe.logs import log_event
 from netprobe.results import utc_now
+from netprobe.secrets import read_secret
 from netprobe.store import Store
 from netprobe.store.outbox import OutboxEntry
 
@@ -65,20 +63,7 @@ class UplinkStats:
 
 
 def read_token(cfg: UplinkConfig) -> str:
-    if cfg.token:
-        return cfg.token
-    if cfg.token_file:
-        try:
-            token = Path(cfg.token_file).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise SetupError(f"uplink.token_file {cfg.token_file}: {exc.strerror or exc}") from None
-        if not token:
-            raise SetupError(f"uplink.token_file {cfg.token_file}: the file is empty")
-        return token
-    value = os.environ.get(cfg.token_env, "")
-    if not value:
-        raise SetupError(f"uplink.token_env: ${cfg.token_env} is not set")
-    return value
+    return read_secret("uplink", inline=cfg.token, file=cfg.token_file, env=cfg.token_env)
 
 
 class Uplink:

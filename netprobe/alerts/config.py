@@ -7,10 +7,8 @@ validation helpers are imported when a file is checked, not at import, since tha
 from __future__ import annotations
 
 import fnmatch
-import os
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -24,7 +22,7 @@ from pydantic import (
 )
 
 from netprobe.durations import Duration
-from netprobe.errors import SetupError
+from netprobe.secrets import read_secret
 
 Metric = Literal["loss_pct", "rtt_p95_ms", "jitter_ms", "stalls_per_min", "path_change", "line_mismatch"]
 Op = Literal[">", ">=", "<", "<="]
@@ -170,23 +168,8 @@ class NotifierConfig(_Model):
 
     def read_secret(self) -> str:
         """The signing secret ("" when unsigned); SetupError naming the key when it cannot be read."""
-        if self.secret:
-            return self.secret
-        if self.secret_file:
-            try:
-                secret = Path(self.secret_file).read_text(encoding="utf-8").strip()
-            except OSError as exc:
-                raise SetupError(f"notifier {self.name}: secret_file {self.secret_file}: "
-                                 f"{exc.strerror or exc}") from None
-            if not secret:
-                raise SetupError(f"notifier {self.name}: secret_file {self.secret_file}: the file is empty")
-            return secret
-        if self.secret_env:
-            secret = os.environ.get(self.secret_env, "")
-            if not secret:
-                raise SetupError(f"notifier {self.name}: secret_env: ${self.secret_env} is not set")
-            return secret
-        return ""
+        return read_secret(f"notifiers[{self.name}]", inline=self.secret, file=self.secret_file,
+                           env=self.secret_env)
 
 
 def check_alerting(data: Mapping[str, Any], problems: list[str], target_ids: Sequence[str] | None = None

@@ -5,13 +5,11 @@ an InfluxDB outage is counted and never slows probing."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from netprobe.errors import SetupError
+from netprobe.secrets import read_secret
 
 if TYPE_CHECKING:
     from netprobe.config import InfluxConfig
@@ -53,25 +51,12 @@ def to_line(env: Mapping[str, Any]) -> str:
     return line
 
 
-def read_token(token_file: str, token_env: str) -> str:
-    if token_file:
-        try:
-            return Path(token_file).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise SetupError(f"influxdb.token_file {token_file}: {exc.strerror or exc}") from None
-    if token_env:
-        value = os.environ.get(token_env)
-        if not value:
-            raise SetupError(f"influxdb.token_env: ${token_env} is not set")
-        return value
-    return ""
-
-
 def influx_sinks(cfg: InfluxConfig) -> list[InfluxSink]:
     """The sink [influxdb] asks for (none when `url` is empty); a missing token fails here, at start."""
     if not cfg.url:
         return []
-    return [InfluxSink(cfg.url, cfg.org, cfg.bucket, read_token(cfg.token_file, cfg.token_env))]
+    token = read_secret("influxdb", file=cfg.token_file, env=cfg.token_env)
+    return [InfluxSink(cfg.url, cfg.org, cfg.bucket, token)]
 
 
 class InfluxSink:

@@ -21,6 +21,7 @@ def _register() -> None:
     from netprobe.collector.cli import app as collector_app
     from netprobe.config_cli import app as config_app
     from netprobe.demo.cli import demo as demo_cmd
+    from netprobe.diagnose.cli import diagnose as diagnose_cmd
     from netprobe.lab.cli import app as lab_app
     from netprobe.probe_cli import app as probe_app
     from netprobe.report.cli import app as report_app
@@ -37,6 +38,7 @@ def _register() -> None:
     app.add_typer(report_app, name="report", help="Reports from the hourly rollups (evening peak).")
     app.command("budget")(budget_cmd)
     app.command("demo")(demo_cmd)
+    app.command("diagnose")(diagnose_cmd)
     app.command("target")(target_cmd)  # one command, not a group: `netprobe target --listen …`
 
 

@@ -36,7 +36,23 @@ def budget(
     json_out: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
 ) -> None:
     """What a TTFT target leaves the GPU on each candidate route at the evening peak (DESIGN §5)."""
-    from netprobe.budget.compute import BudgetParams, budget_rows
+    from netprobe.budget.compute import budget_rows
+
+    params = budget_params(ttft_ms, tpot_ms, tls, keepalive, calls)
+    peak = asyncio.run(_peak(db, days, window, region))
+    rows = budget_rows([c for c in map(candidate, peak) if c is not None], params)
+    if json_out:
+        print(json.dumps({"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "tls": tls, "keepalive": keepalive,
+                          "calls": calls, "window": window, "days": days,
+                          "rows": [r.to_dict() for r in rows]}))
+        return
+    print_budget(rows, params)
+
+
+def budget_params(ttft_ms: float, tpot_ms: float | None, tls: str, keepalive: bool,
+                  calls: int) -> BudgetParams:
+    """The budget options checked (a UsageError names the bad one); `diagnose` shares them."""
+    from netprobe.budget.compute import BudgetParams
 
     if not ttft_ms > 0:
         raise UsageError(f"--ttft-ms: must be positive, got {ttft_ms:g}")
@@ -46,16 +62,8 @@ def budget(
         raise UsageError(f"--tls: expected 1.2 or 1.3, got {tls!r}")
     if calls < 1:
         raise UsageError(f"--calls: must be at least 1, got {calls}")
-    params = BudgetParams(ttft_ms=ttft_ms, tpot_ms=tpot_ms, tls="1.2" if tls == "1.2" else "1.3",
-                          keepalive=keepalive, calls=calls)
-    peak = asyncio.run(_peak(db, days, window, region))
-    rows = budget_rows([c for c in map(candidate, peak) if c is not None], params)
-    if json_out:
-        print(json.dumps({"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "tls": tls, "keepalive": keepalive,
-                          "calls": calls, "window": window, "days": days,
-                          "rows": [r.to_dict() for r in rows]}))
-        return
-    print_budget(rows, params)
+    return BudgetParams(ttft_ms=ttft_ms, tpot_ms=tpot_ms, tls="1.2" if tls == "1.2" else "1.3",
+                        keepalive=keepalive, calls=calls)
 
 
 def candidate(row: PeakRow) -> Candidate | None:

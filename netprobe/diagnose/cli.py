@@ -1,0 +1,130 @@
+"""`netprobe diagnose URL …`: where a TTFT target goes over — the route, the model, or capacity.
+
+Exit status: 0 within budget, 1 a segment over budget or the URL failed, 2 bad input (UsageError,
+printed by netprobe.cli.main, naming the option).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import urlsplit
+
+import typer
+
+from netprobe.errors import UsageError
+
+if TYPE_CHECKING:
+    from netprobe.budget.compute import BudgetParams
+    from netprobe.probes.sse import SseSettings
+
+    from .run import Diagnosis
+
+_SSE_FLAGS = {"mode": "--mode", "timeout": "--timeout", "model": "--model", "max_tokens": "--max-tokens",
+              "api_key_file": "--api-key-file", "extra_body": "--extra-body"}
+
+
+def default_mode(url: str) -> str:
+    """An OpenAI-style path means openai; anything else is read as a `netprobe target` emitter."""
+    return "openai" if urlsplit(url).path.rstrip("/").endswith("/chat/completions") else "emitter"
+
+
+def _extra_body(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"--extra-body: not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"--extra-body: expected a JSON object like '{{\"think_ms\": 500}}', got {text!r}")
+    return value
+
+
+def diagnose(
+    url: Annotated[str, typer.Argument(metavar="URL", show_default=False,
+                                       help="the SSE URL: an emitter's /sse or an OpenAI-style "
+                                            "/v1/chat/completions")],
+    mode: Annotated[str | None, typer.Option(
+        "--mode", metavar="emitter|openai",
+        help="what URL serves (default: openai for …/chat/completions, else emitter)")] = None,
+    ttft_ms: Annotated[float, typer.Option("--ttft-ms", metavar="N",
+                                           help="time-to-first-token target, ms")] = 1000.0,
+    tpot_ms: Annotated[float | None, typer.Option(
+        "--tpot-ms", metavar="N", help="time-per-output-token target, ms (checked against TPOT, gap P95 and "
+        "stalls)")] = None,
+    tls: Annotated[str, typer.Option("--tls", metavar="1.2|1.3",
+                                     help="TLS version of a new connection")] = "1.3",
+    keepalive: Annotated[bool, typer.Option("--keepalive", help="a warm connection: one round trip")] = False,
+    calls: Annotated[int, typer.Option("--calls", metavar="N",
+                                       help="model calls in series per answer (agent workflows)")] = 1,
+    db: Annotated[str | None, typer.Option(
+        "--db", metavar="URL", help="database with stored peak data (default: the agent's SQLite file, "
+        "if there is one)")] = None,
+    days: Annotated[int, typer.Option("--days", metavar="N", help="local days of stored data")] = 7,
+    window: Annotated[str, typer.Option("--window", metavar="START-END",
+                                        help="the peak window, agent-local hours")] = "20-23",
+    concurrency: Annotated[str, typer.Option("--concurrency", metavar="1,2,4,…",
+                                             help="sweep levels: that many streams at once")] = "1,2,4,8",
+    api_key_file: Annotated[str | None, typer.Option("--api-key-file", metavar="FILE",
+                                                     help="openai: file holding the API key")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="openai: the request's model")] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="openai: the request's max_tokens")]
+    = None,
+    extra_body: Annotated[str | None, typer.Option(
+        "--extra-body", metavar="JSON", help="openai: more request body keys, a JSON object")] = None,
+    timeout: Annotated[str | None, typer.Option("--timeout", "-W", metavar="DURATION",
+                                                help="cap on one stream (default 30s)")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
+) -> None:
+    """Diagnose a slow first token: network floor, one request, a concurrency sweep, then which segment
+    is over budget — route/region, model/framework, or capacity."""
+    from netprobe.budget.cli import budget_params
+    from netprobe.probe_cli import _levels, build_settings
+    from netprobe.probes.sse import SseSettings, check_url
+    from netprobe.report.windows import HourWindow
+
+    from .steps import read_key_file, url_host_port
+
+    try:
+        check_url(url)
+    except ValueError as exc:
+        raise UsageError(f"URL: {exc}") from None
+    url_host_port(url)   # a bad port is a usage error too
+    try:
+        levels = _levels(concurrency)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    params = budget_params(ttft_ms, tpot_ms, tls, keepalive, calls)
+    if days < 1:
+        raise UsageError(f"--days: must be at least 1, got {days}")
+    HourWindow.parse(window, "--window")
+    settings = build_settings(SseSettings, {
+        "mode": mode or default_mode(url), "timeout": timeout, "api_key_file": api_key_file,
+        "model": model, "max_tokens": max_tokens, "extra_body": _extra_body(extra_body), "every": 10**7},
+        _SSE_FLAGS)
+    if settings.mode == "openai" and api_key_file:
+        read_key_file(api_key_file)
+
+    result = asyncio.run(_run(url, settings, params, levels, db, days, window, json_out))
+    if json_out:
+        sys.stdout.write(json.dumps(result.to_dict()) + "\n")
+        sys.stdout.flush()
+    raise typer.Exit(0 if result.verdict.within_budget else 1)
+
+
+async def _run(url: str, settings: SseSettings, params: BudgetParams, levels: list[int], db: str | None,
+               days: int, window: str, json_out: bool) -> Diagnosis:
+    from netprobe.render import console
+
+    from .render import print_conclusion, print_step
+    from .run import diagnose as run_diagnosis
+
+    con = None if json_out else console()
+    show = None if con is None else (lambda step: print_step(con, step))
+    result = await run_diagnosis(url, settings, params, levels, db=db, days=days, window=window, show=show)
+    if con is not None:
+        print_conclusion(con, result)
+    return result

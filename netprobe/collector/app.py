@@ -13,7 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
 from sqlalchemy.exc import DataError, DBAPIError
 
-from netprobe.collector.body import CHUNK, Rejected, content_encoding, parse_body, read_capped
+from netprobe.collector.body import CHUNK, Parsed, Rejected, content_encoding, parse_request, read_capped
 from netprobe.collector.metrics import CollectorMetrics
 from netprobe.collector.tokens import Tokens
 from netprobe.errors import StorageError
@@ -93,7 +93,7 @@ async def _handle_results(ingest: Ingest, request: web.Request) -> web.Response:
         agent = await _authenticate(ingest, request)
         body = await read_capped(request.content.iter_chunked(CHUNK), request.content_length,
                                  content_encoding(request.headers.get("Content-Encoding")), ingest.max_body)
-        response = await _store(ingest, agent, *parse_body(body))
+        response = await _store(ingest, agent, parse_request(body))
     except Rejected as exc:
         ingest.metrics.reject(exc.reason)
         level = "error" if exc.reason == "storage" else "warning"
@@ -141,7 +141,8 @@ def _unavailable(exc: StorageError) -> Rejected:
     return Rejected(503, "storage", "database unavailable; retry later")
 
 
-async def _store(ingest: Ingest, agent: str, data: Any, texts: list[str] | None = None) -> web.Response:
+async def _store(ingest: Ingest, agent: str, parsed: Parsed) -> web.Response:
+    data = parsed.data
     if not isinstance(data, list):
         raise Rejected(400, "bad_json", f"body must be a JSON array of result envelopes, got {_kind(data)}")
     if len(data) > ingest.max_batch:
@@ -155,7 +156,7 @@ async def _store(ingest: Ingest, agent: str, data: Any, texts: list[str] | None 
             raise Rejected(403, "forbidden", f"envelope {i}: agent.id {other!r} is not this token's agent "
                            f"({agent!r}); an agent may only send its own rounds")
     try:
-        stats = await ingest.store.write(data, texts=texts)
+        stats = await ingest.store.write(data, texts=parsed.texts, source=parsed.source)
     except EnvelopeError as exc:
         raise Rejected(400, "bad_envelope", str(exc)) from None
     except StorageError as exc:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -81,6 +83,9 @@ class Envelope:
 
 
 def parse_envelope(data: Any, where: str = "envelope", text: str | None = None) -> Envelope:
+    fast = _fast_envelope(data, text)
+    if fast is not None:
+        return _checked(fast, where)
     if not isinstance(data, Mapping):
         raise EnvelopeError(f"{where}: expected a JSON object, got {type(data).__name__}")
     try:
@@ -92,17 +97,126 @@ def parse_envelope(data: Any, where: str = "envelope", text: str | None = None) 
             problems.append(f"{path}: {err['msg']}")
         raise EnvelopeError(f"{where}: " + "; ".join(problems)) from None
     res = env.result
-    if res.received > res.sent:
-        raise EnvelopeError(f"{where}: result.received ({res.received}) exceeds result.sent ({res.sent})")
-    samples = tuple([v for v in res.samples_ms if v is not None])
-    if samples and min(samples) < 0:      # finite floats: allow_inf_nan=False
-        raise EnvelopeError(f"{where}: result.samples_ms: negative round-trip time")
-    return Envelope(
+    return _checked(Envelope(
         id=env.id, probe=env.probe, started_at=env.started_at.astimezone(UTC),
         agent=env.agent.model_dump(), target=env.target.model_dump(), status=res.status,
         sent=res.sent, received=res.received, duplicates=res.duplicates, loss_pct=res.loss_pct,
-        jitter_ms=res.jitter_ms, samples_ms=samples, raw=dict(data), text=text,
-    )
+        jitter_ms=res.jitter_ms, samples_ms=tuple([v for v in res.samples_ms if v is not None]),
+        raw=dict(data), text=text,
+    ), where)
+
+
+def _checked(env: Envelope, where: str) -> Envelope:
+    """What the model cannot say: counts that contradict each other, negative round trips."""
+    if env.received > env.sent:
+        raise EnvelopeError(f"{where}: result.received ({env.received}) exceeds result.sent ({env.sent})")
+    if env.samples_ms and min(env.samples_ms) < 0:      # finite floats: allow_inf_nan=False
+        raise EnvelopeError(f"{where}: result.samples_ms: negative round-trip time")
+    return env
+
+
+# -- the fast path --------------------------------------------------------------------------------
+# The common envelope, exactly as an agent writes it, validated by hand: the pydantic models cost more
+# than the rest of a write. Anything unusual (another type, a missing field, a nested extra, an odd
+# timestamp, any doubt) returns None and goes through the models, so what is accepted, the values
+# produced and every error message stay the models' own (tests/test_envelopes_fast.py compares them).
+
+# RFC 3339 as both pydantic and datetime.fromisoformat read it alike (at most microseconds)
+_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:Z|[+-]\d{2}:\d{2})")
+_STATUSES = frozenset(("ok", "down", "error"))
+_SCALARS = (str, int, float, bool, type(None))
+_AGENT_FIELDS = tuple(_Agent.model_fields)
+_TARGET_FIELDS = tuple(_Target.model_fields)
+
+
+class _Unusual(Exception):
+    """Leave this envelope to the models."""
+
+
+def _ident(value: Any, longest: int) -> str:
+    if type(value) is not str or not 0 < len(value) <= longest:
+        raise _Unusual
+    return value
+
+
+def _count(result: dict[str, Any], name: str) -> int:
+    value = result.get(name, 0)
+    if type(value) is not int or value < 0:
+        raise _Unusual
+    return value
+
+
+def _real(value: Any) -> float:
+    """A finite float (pydantic turns an int into a float too), or _Unusual."""
+    kind = type(value)
+    if kind is float:
+        if not math.isfinite(value):
+            raise _Unusual
+        return value            # type: ignore[no-any-return]
+    if kind is int:
+        return float(value)     # OverflowError for a huge one: left to the models
+    raise _Unusual
+
+
+def _ref(data: Any, fields: tuple[str, ...]) -> dict[str, Any]:
+    """An agent or target as its model dumps it: declared fields first (None when absent), then the
+    extras in their order; only flat extras (a nested one would be copied by the model)."""
+    if type(data) is not dict:
+        raise _Unusual
+    out: dict[str, Any] = {"id": _ident(data.get("id"), ID)}
+    for name in fields[1:]:
+        value = data.get(name)
+        if value is not None and type(value) is not str:
+            raise _Unusual
+        out[name] = value
+    for name, value in data.items():
+        if name not in out:
+            if type(value) not in _SCALARS:
+                raise _Unusual
+            out[name] = value
+    return out
+
+
+def _fast_envelope(data: Any, text: str | None) -> Envelope | None:
+    if type(data) is not dict:
+        return None
+    try:
+        result = data["result"]
+        if type(result) is not dict:
+            return None
+        status = result["status"]
+        if type(status) is not str or status not in _STATUSES:
+            return None
+        stamp = data["started_at"]
+        if type(stamp) is not str or _STAMP.fullmatch(stamp) is None:
+            return None
+        started_at = datetime.fromisoformat(stamp).astimezone(UTC)
+        loss = result.get("loss_pct")
+        if loss is not None:
+            loss = _real(loss)
+            if not 0 <= loss <= 100:
+                return None
+        jitter = result.get("jitter_ms")
+        if jitter is not None:
+            jitter = _real(jitter)
+            if jitter < 0:
+                return None
+        samples = result.get("samples_ms", [])
+        if type(samples) is not list:
+            return None
+        got = [v for v in samples if v is not None]
+        if set(map(type, got)) - {float}:
+            got = [_real(v) for v in got]
+        elif not math.isfinite(sum(got)):     # all finite floats, or some inf: then the models say so
+            return None
+        return Envelope(
+            id=_ident(data["id"], ID), probe=_ident(data["probe"], 32), started_at=started_at,
+            agent=_ref(data["agent"], _AGENT_FIELDS), target=_ref(data["target"], _TARGET_FIELDS),
+            status=status, sent=_count(result, "sent"), received=_count(result, "received"),
+            duplicates=_count(result, "duplicates"), loss_pct=loss, jitter_ms=jitter,
+            samples_ms=tuple(got), raw=dict(data), text=text)
+    except (_Unusual, KeyError, ValueError, OverflowError):
+        return None
 
 
 def parse_envelopes(items: Sequence[Any], texts: Sequence[str] | None = None) -> list[Envelope]:

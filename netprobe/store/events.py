@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, bindparam, insert, or_, select
+from sqlalchemy import Integer, Select, TextualSelect, and_, bindparam, insert, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from netprobe.store.envelopes import Envelope
@@ -151,10 +151,47 @@ def _page_query(dialect: str, limit: int, skipping: bool) -> Select[Any]:
     return query
 
 
+@functools.cache
+def _pg_first_pages() -> TextualSelect:
+    """PostgreSQL: _page_query's first page (_FIRST_PAGE rows, skipping) of several agent × target
+    pairs at once, each with its own cursor, in one statement rather than one per pair. `skip` holds
+    every pair's ids: result ids are unique, so another pair's never match."""
+    c = probe_results.c
+    return text(
+        "SELECT k.n, p.id, p.started_at, p.envelope "
+        "FROM unnest(CAST(:agents AS text[]), CAST(:targets AS text[]), CAST(:ats AS timestamptz[]), "
+        "CAST(:rids AS text[])) WITH ORDINALITY AS k(agent_id, target_id, at, rid, n) "
+        "CROSS JOIN LATERAL (SELECT c.id, c.started_at, c.envelope FROM probe_results AS c "
+        "WHERE c.agent_id = k.agent_id AND c.target_id = k.target_id AND c.probe = :mtr "
+        "AND c.status <> 'error' AND (c.started_at < k.at "
+        'OR (c.started_at = k.at AND c.id COLLATE "C" < k.rid COLLATE "C")) '
+        "AND c.id <> ALL(CAST(:skip AS text[])) "
+        f'ORDER BY c.started_at DESC, c.id COLLATE "C" DESC LIMIT {_FIRST_PAGE}) AS p '
+        'ORDER BY k.n, p.started_at DESC, p.id COLLATE "C" DESC'
+    ).bindparams(mtr=MTR).columns(n=Integer(), id=c.id.type, started_at=c.started_at.type,
+                                  envelope=c.envelope.type)
+
+
+async def _first_pages(conn: AsyncConnection, cursors: Sequence[tuple[str, str, tuple[datetime, str]]],
+                       skip: Set[str]) -> list[list[tuple[str, datetime, Any]]]:
+    """Each (agent_id, target_id, cursor)'s first page, as stored_routes would read it."""
+    rows = await conn.execute(_pg_first_pages(), {
+        "agents": [a for a, _, _ in cursors], "targets": [t for _, t, _ in cursors],
+        "ats": [at for _, _, (at, _) in cursors], "rids": [rid for _, _, (_, rid) in cursors],
+        "skip": sorted(skip)})
+    pages: list[list[tuple[str, datetime, Any]]] = [[] for _ in cursors]
+    for n, result_id, started_at, envelope in rows:
+        pages[n - 1].append((result_id, started_at, envelope))
+    return pages
+
+
 async def stored_routes(conn: AsyncConnection, agent_id: str, target_id: str, first: tuple[datetime, str],
-                        last: tuple[datetime, str], skip: Set[str]) -> tuple[Route | None, list[Route]]:
+                        last: tuple[datetime, str], skip: Set[str],
+                        first_page: Sequence[tuple[str, datetime, Any]] | None = None
+                        ) -> tuple[Route | None, list[Route]]:
     """The last usable stored route ordered before `first`, and the usable stored routes between
-    `first` and `last` (results that arrived out of order), ignoring the ids in `skip`."""
+    `first` and `last` (results that arrived out of order), ignoring the ids in `skip`. `first_page`:
+    the first page of rows, when already read (_first_pages)."""
     params: dict[str, Any] = {"agent_id": agent_id, "target_id": target_id}
     if skip:
         params["skip"] = sorted(skip)
@@ -162,8 +199,13 @@ async def stored_routes(conn: AsyncConnection, agent_id: str, target_id: str, fi
     cursor = last
     limit = _FIRST_PAGE
     while True:
-        query = _page_query(conn.dialect.name, limit, bool(skip))
-        page = (await conn.execute(query, {**params, "at": cursor[0], "rid": cursor[1]})).all()
+        if first_page is not None:
+            page: Sequence[tuple[str, datetime, Any]] = first_page
+            first_page = None
+        else:
+            query = _page_query(conn.dialect.name, limit, bool(skip))
+            page = [tuple(row) for row in
+                    (await conn.execute(query, {**params, "at": cursor[0], "rid": cursor[1]}))]
         for result_id, started_at, envelope in page:
             route = None if result_id in skip else route_of(result_id, started_at, envelope)
             if route is None:
@@ -173,7 +215,7 @@ async def stored_routes(conn: AsyncConnection, agent_id: str, target_id: str, fi
             between.append(route)
         if len(page) < limit:
             return None, between[::-1]
-        cursor = (page[-1].started_at, page[-1].id)
+        cursor = (page[-1][1], page[-1][0])
         limit = _PAGE
 
 
@@ -190,10 +232,17 @@ async def detect_new(conn: AsyncConnection, new: Sequence[Envelope]) -> list[Pat
             by_key.setdefault(key, []).append(route)
     new_ids = {env.id for env in new}
     events: list[PathEvent] = []
-    for (agent_id, target_id), routes in sorted(by_key.items()):
+    pairs = sorted(by_key.items())
+    for _, routes in pairs:
         routes.sort(key=lambda r: r.order)
+    firsts: list[list[tuple[str, datetime, Any]]] | None = None
+    if conn.dialect.name == "postgresql" and len(pairs) > 1:
+        firsts = await _first_pages(conn, [(a, t, routes[-1].order) for (a, t), routes in pairs],
+                                    set().union(*new_mtr.values()))
+    for i, ((agent_id, target_id), routes) in enumerate(pairs):
         previous, stored = await stored_routes(conn, agent_id, target_id, routes[0].order, routes[-1].order,
-                                               new_mtr[agent_id, target_id])
+                                               new_mtr[agent_id, target_id],
+                                               firsts[i] if firsts is not None else None)
         events += detect(previous, [*stored, *routes], new_ids, agent_id, target_id)
     # stable: one agent × target's events keep the walk's order (by result, then kind)
     events.sort(key=lambda e: (e.detected_at, e.agent_id, e.target_id))

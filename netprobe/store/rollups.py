@@ -46,7 +46,9 @@ class Rollup:
     sketch: DDSketch | None = field(default=None, repr=False, compare=False)
     extras: dict[str, list[float]] = field(default_factory=dict)   # name -> [sum, count]
 
-    def add(self, env: Envelope) -> None:
+    def add(self, env: Envelope, *, sketch: bool = True) -> None:
+        """Count one round in; `sketch=False` leaves its samples out of the sketch (the caller adds
+        them in bulk, sketches.add_all, which is what accumulate does)."""
         self.rounds += 1
         self.error_rounds += env.status != "ok"
         self.sent += env.sent
@@ -60,10 +62,10 @@ class Rollup:
             self.jitter_sum += env.jitter_ms
             self.jitter_count += 1
         if env.samples_ms:
-            if self.sketch is None:
-                self.sketch = sketches.new_sketch()
-            for v in env.samples_ms:
-                self.sketch.add(v)
+            if sketch:
+                if self.sketch is None:
+                    self.sketch = sketches.new_sketch()
+                sketches.add_all(self.sketch, env.samples_ms)
             self._extend(min(env.samples_ms), max(env.samples_ms), sum(env.samples_ms), len(env.samples_ms))
         for name, value in extra_values(env.raw.get("result") or {}):
             self._add_extra(name, value, 1)
@@ -192,9 +194,22 @@ def extra_values(result: Mapping[str, Any]) -> list[tuple[str, float]]:
 
 
 def accumulate(envelopes: Iterable[Envelope]) -> dict[HourKey, Rollup]:
+    """Each hour's rollup of `envelopes`. The samples of an hour are gathered in order and sketched
+    once at the end (sketches.add_all: the same sketch as adding them one by one)."""
     out: dict[HourKey, Rollup] = {}
+    samples: dict[HourKey, list[float]] = {}
     for env in envelopes:
-        out.setdefault(key_of(env), Rollup()).add(env)
+        key = key_of(env)
+        rollup = out.get(key)
+        if rollup is None:
+            rollup = out[key] = Rollup()
+        rollup.add(env, sketch=False)
+        if env.samples_ms:
+            samples.setdefault(key, []).extend(env.samples_ms)
+    for key, values in samples.items():
+        rollup = out[key]
+        rollup.sketch = sketches.new_sketch()
+        sketches.add_all(rollup.sketch, values)
     return out
 
 

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
+from collections.abc import Sequence
+from functools import reduce
+from operator import add
 from typing import Any
 
 from ddsketch import DDSketch
@@ -19,6 +23,41 @@ FORMAT = 1
 
 def new_sketch() -> DDSketch:
     return DDSketch(relative_accuracy=RELATIVE_ACCURACY)
+
+
+def add_all(sketch: DDSketch, values: Sequence[float]) -> None:
+    """`sketch.add(v)` for each of `values` in order, with the very same result (keys, counts, sum,
+    min, max, and even the stores' bin layout), at a fraction of the cost: keys are computed as the
+    mapping does, in one comprehension, and each distinct key is added once with its count, in order
+    of first appearance (so the stores grow exactly as they would value by value). Weights are 1, so
+    adding a count n once equals adding 1.0 n times. Any other mapping or store: one by one."""
+    mapping, pos, neg = sketch._mapping, sketch._store, sketch._negative_store
+    if not values:
+        return
+    if type(mapping) is not LogarithmicMapping or type(pos) is not DenseStore or type(neg) is not DenseStore:
+        for v in values:
+            sketch.add(v)
+        return
+    lowest, multiplier, offset = mapping.min_possible, mapping._multiplier, mapping._offset
+    log, ceil = math.log, math.ceil
+    # KeyMapping.key: int(math.ceil(self._log_gamma(value)) + self._offset); _log_gamma as in
+    # LogarithmicMapping: math.log(value, 2) * self._multiplier
+    above = Counter([ceil(log(v, 2) * multiplier) for v in values if v > lowest])
+    for k, n in above.items():
+        pos.add(int(k + offset), float(n))
+    below = Counter([ceil(log(-v, 2) * multiplier) for v in values if v < -lowest])
+    for k, n in below.items():
+        neg.add(int(k + offset), float(n))
+    zero = len(values) - sum(above.values()) - sum(below.values())
+    if zero:
+        sketch._zero_count += float(zero)
+    sketch._count += float(len(values))
+    sketch._sum = reduce(add, values, sketch._sum)    # left to right, as add() sums (not sum(): 3.12
+    lo, hi = min(values), max(values)                 # compensates its rounding)
+    if lo < sketch._min:
+        sketch._min = lo
+    if hi > sketch._max:
+        sketch._max = hi
 
 
 def _store_to_json(store: DenseStore) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import re
 import socket
 import tomllib
 import zoneinfo
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, get_args
 
@@ -20,7 +20,6 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     PrivateAttr,
     ValidationError,
@@ -30,21 +29,14 @@ from pydantic import (
 )
 
 from netprobe.alerts.config import AlertRule, NotifierConfig, check_alerting
+from netprobe.config_base import Ident, StrictModel, as_tuple
 from netprobe.durations import Duration
 from netprobe.errors import ConfigError
 from netprobe.lines import ClassificationConfig
 from netprobe.probes import REGISTRY, ProbeSettings, ProbeTarget
 
 _M = TypeVar("_M", bound=BaseModel)
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _FAMILIES = {"any": 0, "ipv4": socket.AF_INET, "ipv6": socket.AF_INET6}
-
-
-def _check_id(value: str) -> str:
-    if not _ID_RE.match(value):
-        raise ValueError(f"{value!r} is not a valid id: use 1-64 letters, digits, '.', '_' or '-', "
-                         "starting with a letter or digit")
-    return value
 
 
 def _check_timezone(value: str) -> str:
@@ -55,20 +47,9 @@ def _check_timezone(value: str) -> str:
     return value
 
 
-def _as_tuple(value: object) -> object:
-    # TOML arrays arrive as lists; strict validation of a tuple field would reject them.
-    return tuple(value) if isinstance(value, list) else value
 
 
-Ident = Annotated[str, AfterValidator(_check_id)]
-
-
-class _Model(BaseModel):
-    # strict: TOML is typed, so "20" for a count or 1 for a bool is a mistake worth reporting.
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-class AgentConfig(_Model):
+class AgentConfig(StrictModel):
     """[agent]: who is measuring, from where. Copied into every result envelope."""
 
     id: Ident = Field(description="unique per probe host")
@@ -80,7 +61,7 @@ class AgentConfig(_Model):
         default=None, min_length=1, description="where the agent keeps its database; default: its choice")
 
 
-class StorageConfig(_Model):
+class StorageConfig(StrictModel):
     """[storage]: where results go."""
 
     url: str | None = Field(default=None, min_length=1,
@@ -103,13 +84,13 @@ class StorageConfig(_Model):
         return value
 
 
-class ResolverConfig(_Model):
+class ResolverConfig(StrictModel):
     """[resolver]: host names are re-resolved this often, so a moved target is followed."""
 
     refresh: Duration = Field(default=300.0, gt=0, description="how often host names are re-resolved")
 
 
-class LogConfig(_Model):
+class LogConfig(StrictModel):
     """[log]: structured logs on stderr."""
 
     level: Literal["debug", "info", "warning", "error"] = Field(
@@ -117,7 +98,7 @@ class LogConfig(_Model):
     format: Literal["logfmt", "json"] = Field(default="logfmt", description="one line per event")
 
 
-class GeoIPConfig(_Model):
+class GeoIPConfig(StrictModel):
     """[geoip]: MaxMind-format databases for hop ASN, organisation, country and city.
 
     A missing or unreadable file is a warning at run time (that enrichment is off) and a problem
@@ -136,7 +117,7 @@ class GeoIPConfig(_Model):
         return Path(self.city_db) if self.city_db else None
 
 
-class MetricsConfig(_Model):
+class MetricsConfig(StrictModel):
     """[metrics]: the agent's Prometheus exporter; off unless `listen` is set."""
 
     listen: str = Field(default="", description='HOST:PORT for GET /metrics, e.g. "127.0.0.1:9470"; "": off')
@@ -159,7 +140,7 @@ class MetricsConfig(_Model):
         return host.strip("[]"), port
 
 
-class InfluxConfig(_Model):
+class InfluxConfig(StrictModel):
     """[influxdb]: also write every round to an InfluxDB v2 write API; off unless `url` is set."""
 
     url: str = Field(default="", description='e.g. "http://127.0.0.1:8086"; "": off')
@@ -176,7 +157,7 @@ class InfluxConfig(_Model):
         return value
 
 
-class UplinkConfig(_Model):
+class UplinkConfig(StrictModel):
     """[uplink]: forward every stored round to a collector through the durable outbox; off unless `url`."""
 
     url: str = Field(default="", description='collector base URL, e.g. "http://collector.example.net:8471"; '
@@ -208,14 +189,14 @@ class UplinkConfig(_Model):
         return self
 
 
-class TargetConfig(_Model):
+class TargetConfig(StrictModel):
     """One [[targets]] entry. Per-probe overrides ([targets.icmp] …) are held by Config, not here."""
 
     id: Ident = Field(description="unique among targets")
     host: str = Field(min_length=1, max_length=253, description="name or address literal")
     datacenter: str = Field(default="", description="candidate datacenter, e.g. hk")
     line: str = Field(default="", description="the line it was sold as, e.g. cn2-gia")
-    probes: Annotated[tuple[str, ...], BeforeValidator(_as_tuple)] = Field(
+    probes: Annotated[tuple[str, ...], BeforeValidator(as_tuple)] = Field(
         min_length=1, description="probes run against this target")
     tcp_port: int = Field(default=443, ge=1, le=65535, description="port of the tcp probe")
     sse_url: str | None = Field(default=None, description="URL of the sse probe")
@@ -268,7 +249,7 @@ class TargetConfig(_Model):
                            datacenter=self.datacenter, line=self.line, family=_FAMILIES[self.family])
 
 
-class Config(_Model):
+class Config(StrictModel):
     """A whole agent configuration; build it with load_config() or parse_config()."""
 
     agent: AgentConfig
@@ -357,15 +338,7 @@ def _build(data: dict[str, Any], problems: list[str]) -> Config | None:
         if key not in _TOP_KEYS:
             problems.append(f"{key}: unknown section or key; allowed: {', '.join(_TOP_KEYS)}")
 
-    sections: dict[str, Any] = {}
-    for name, model in _SECTIONS.items():
-        raw = data.get(name, None if name == "agent" else {})
-        if raw is None:
-            problems.append(f"{name}: missing section [{name}]")
-        elif not isinstance(raw, dict):
-            problems.append(f"{name}: must be a table ([{name}])")
-        else:
-            sections[name] = _validate(model, raw, name, problems)
+    sections = validate_sections(data, _SECTIONS, {"agent"}, problems)
 
     defaults_raw, defaults = _probe_defaults(data.get("probes", {}), problems)
     targets, effective = _targets(data.get("targets"), defaults_raw, defaults, problems)
@@ -383,6 +356,21 @@ def _build(data: dict[str, Any], problems: list[str]) -> Config | None:
                     alerts=alerts, notifiers=notifiers)
     config._effective.update(effective)
     return config
+
+
+def validate_sections(data: Mapping[str, Any], sections: Mapping[str, type[BaseModel]],
+                      required: Collection[str], problems: list[str]) -> dict[str, Any]:
+    """Each [section] through its model (absent optional ones: the defaults); problems named by path."""
+    out: dict[str, Any] = {}
+    for name, model in sections.items():
+        raw = data.get(name, None if name in required else {})
+        if raw is None:
+            problems.append(f"{name}: missing section [{name}]")
+        elif not isinstance(raw, dict):
+            problems.append(f"{name}: must be a table ([{name}])")
+        else:
+            out[name] = _validate(model, raw, name, problems)
+    return out
 
 
 def _probe_defaults(raw: object, problems: list[str]

@@ -15,7 +15,9 @@ from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
+
+from netprobe.config_base import StrictModel, as_tuple
 
 if TYPE_CHECKING:
     from netprobe.geoip import GeoInfo, GeoIP
@@ -25,11 +27,6 @@ SILENT = frozenset({"", "???", "*"})  # what an unanswered probe looks like in m
 _HOP_PLACEHOLDER = "*"
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-
-def _as_tuple(value: object) -> object:
-    # TOML arrays arrive as lists; strict validation of a tuple field would reject them.
-    return tuple(value) if isinstance(value, list) else value
 
 
 def _check_cidr(value: str) -> str:
@@ -53,24 +50,19 @@ def _not_empty(value: tuple[str, ...]) -> tuple[str, ...]:
 
 Cidr = Annotated[str, AfterValidator(_check_cidr)]
 Asn = Annotated[int, Field(ge=0, le=2**32 - 1)]
-AsnList = Annotated[tuple[Asn, ...], BeforeValidator(_as_tuple)]
+AsnList = Annotated[tuple[Asn, ...], BeforeValidator(as_tuple)]
 
 
-class _Model(BaseModel):
-    # As in netprobe.config: TOML is typed, so coercions are mistakes worth reporting.
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-class PrefixEntry(_Model):
+class PrefixEntry(StrictModel):
     """One [[classification.prefixes]] entry: these networks belong to this ASN."""
 
     asn: Asn = Field(description="autonomous system number")
     org: str | None = Field(default=None, min_length=1, description="operator, for display")
-    cidrs: Annotated[tuple[Cidr, ...], BeforeValidator(_as_tuple), AfterValidator(_not_empty)] = Field(
+    cidrs: Annotated[tuple[Cidr, ...], BeforeValidator(as_tuple), AfterValidator(_not_empty)] = Field(
         description="IPv4 or IPv6 networks, e.g. 59.43.0.0/16")
 
 
-class LineRule(_Model):
+class LineRule(StrictModel):
     """One [[classification.rules]] entry: the label a path gets when its ASNs meet the conditions."""
 
     label: str = Field(min_length=1, max_length=64, description="line label, e.g. cn2-gia")
@@ -116,12 +108,12 @@ DEFAULT_RULES: tuple[LineRule, ...] = (
 KNOWN_LABELS: frozenset[str] = frozenset({rule.label for rule in DEFAULT_RULES} | {FALLBACK})
 
 
-class ClassificationConfig(_Model):
+class ClassificationConfig(StrictModel):
     """[classification]: the prefix → ASN table and the ASN → label rules (first match wins)."""
 
-    prefixes: Annotated[tuple[PrefixEntry, ...], BeforeValidator(_as_tuple)] = Field(
+    prefixes: Annotated[tuple[PrefixEntry, ...], BeforeValidator(as_tuple)] = Field(
         default=DEFAULT_PREFIXES, description="prefix → ASN table; replaces the built-in one")
-    rules: Annotated[tuple[LineRule, ...], BeforeValidator(_as_tuple)] = Field(
+    rules: Annotated[tuple[LineRule, ...], BeforeValidator(as_tuple)] = Field(
         default=DEFAULT_RULES, description="label rules in order; replaces the built-in ones")
 
     @model_validator(mode="after")

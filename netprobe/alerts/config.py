@@ -12,15 +12,13 @@ from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     ValidationInfo,
     field_validator,
 )
 
+from netprobe.config_base import Ident, StrictModel, as_tuple
 from netprobe.durations import Duration
 from netprobe.secrets import read_secret
 
@@ -31,30 +29,13 @@ METRICS: tuple[str, ...] = ("loss_pct", "rtt_p95_ms", "jitter_ms", "stalls_per_m
                             "line_mismatch")
 SIGNED = ("dingtalk", "feishu")              # kinds whose bots can require a signature
 WITH_HEADERS = ("webhook", "alertmanager")   # kinds that take extra HTTP headers
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _GLOB = re.compile(r"[*?\[]")
 
 
-def _name(value: str) -> str:
-    if not _NAME_RE.match(value):
-        raise ValueError(f"{value!r} is not a valid name: use 1-64 letters, digits, '.', '_' or '-', "
-                         "starting with a letter or digit")
-    return value
+Name = Ident          # alert and notifier names follow the id rule
 
 
-def _as_tuple(value: object) -> object:
-    return tuple(value) if isinstance(value, list) else value
-
-
-Name = Annotated[str, AfterValidator(_name)]
-
-
-class _Model(BaseModel):
-    # the same rules as netprobe.config's models: typed TOML, unknown keys are errors
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-class AlertRule(_Model):
+class AlertRule(StrictModel):
     """One [[alerts]] table."""
 
     name: Name = Field(description="unique among alerts; Alertmanager's alertname")
@@ -67,9 +48,9 @@ class AlertRule(_Model):
     window: Duration = Field(default=300.0, ge=10, le=86400,
                              description="length of the consecutive, UTC-aligned windows evaluated")
     for_windows: int = Field(default=1, ge=1, le=1000, description="bad windows in a row that raise it")
-    targets: Annotated[tuple[str, ...], BeforeValidator(_as_tuple)] = Field(
+    targets: Annotated[tuple[str, ...], BeforeValidator(as_tuple)] = Field(
         default=("*",), min_length=1, description="target ids or glob patterns ('*': all)")
-    notify: Annotated[tuple[str, ...], BeforeValidator(_as_tuple)] = Field(
+    notify: Annotated[tuple[str, ...], BeforeValidator(as_tuple)] = Field(
         min_length=1, description="names of [[notifiers]]")
     severity: str = Field(default="warning", min_length=1, max_length=32,
                           description="severity label passed to notifiers")
@@ -113,7 +94,7 @@ class AlertRule(_Model):
         return any(fnmatch.fnmatchcase(target_id, pattern) for pattern in self.targets)
 
 
-class NotifierConfig(_Model):
+class NotifierConfig(StrictModel):
     """One [[notifiers]] table. Kind-specific keys are refused on kinds that do not use them."""
 
     name: Name = Field(description="unique among notifiers; what [[alerts]] notify lists")

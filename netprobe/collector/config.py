@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -12,11 +11,11 @@ from netprobe.config import (
     InfluxConfig,
     LogConfig,
     StorageConfig,
-    _Model,
-    _validate,
     parse_toml,
     read_config_text,
+    validate_sections,
 )
+from netprobe.config_base import StrictModel
 from netprobe.durations import Duration
 from netprobe.errors import ConfigError
 
@@ -36,7 +35,7 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host.strip("[]"), number
 
 
-class CollectorSection(_Model):
+class CollectorSection(StrictModel):
     """[collector]: the ingest server."""
 
     listen: str = Field(default=DEFAULT_LISTEN,
@@ -69,7 +68,7 @@ class CollectorStorageConfig(StorageConfig):
                      "postgresql+psycopg://netprobe@/netprobe?host=/var/run/postgresql")
 
 
-class CollectorConfig(_Model):
+class CollectorConfig(StrictModel):
     """A whole collector configuration; build it with load_collector_config()."""
 
     collector: CollectorSection = CollectorSection()
@@ -99,15 +98,7 @@ def parse_collector_config(text: str, source: str = "<string>") -> CollectorConf
     for key in data:
         if key not in _SECTIONS and key not in _LISTS:
             problems.append(f"{key}: unknown section or key; allowed: {', '.join((*_SECTIONS, *_LISTS))}")
-    sections: dict[str, Any] = {}
-    for name, model in _SECTIONS.items():
-        raw = data.get(name, None if name in _REQUIRED else {})
-        if raw is None:
-            problems.append(f"{name}: missing section [{name}]")
-        elif not isinstance(raw, dict):
-            problems.append(f"{name}: must be a table ([{name}])")
-        else:
-            sections[name] = _validate(model, raw, name, problems)
+    sections = validate_sections(data, _SECTIONS, _REQUIRED, problems)
     alerts, notifiers = check_alerting(data, problems)   # targets are whatever the agents report
     if problems:
         raise ConfigError(problems, source=source)

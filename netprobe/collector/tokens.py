@@ -13,7 +13,7 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from netprobe.config import _check_id
+from netprobe.config_base import check_id
 from netprobe.errors import UsageError
 from netprobe.results import utc_now
 from netprobe.store import Store
@@ -36,7 +36,7 @@ def hash_token(token: str) -> str:
 def check_agent_id(agent_id: str) -> str:
     """The agent config's id rules, as a UsageError (exit 2) for the command line."""
     try:
-        return _check_id(agent_id)
+        return check_id(agent_id)
     except ValueError as exc:
         raise UsageError(f"AGENT_ID: {exc}") from None
 

@@ -1,0 +1,31 @@
+"""What every configuration model shares (agent, collector, alerts, line rules): typed TOML with
+unknown keys refused, TOML arrays accepted for tuple fields, and the one rule for ids and names."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict
+
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+class StrictModel(BaseModel):
+    # strict: TOML is typed, so "20" for a count or 1 for a bool is a mistake worth reporting.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+def as_tuple(value: object) -> object:
+    # TOML arrays arrive as lists; strict validation of a tuple field would reject them.
+    return tuple(value) if isinstance(value, list) else value
+
+
+def check_id(value: str) -> str:
+    if not _ID_RE.match(value):
+        raise ValueError(f"{value!r} is not a valid id: use 1-64 letters, digits, '.', '_' or '-', "
+                         "starting with a letter or digit")
+    return value
+
+
+Ident = Annotated[str, AfterValidator(check_id)]

@@ -224,9 +224,21 @@ def test_prometheus_exporter_serves_what_the_rounds_measured(tmp_path: Path) -> 
         assert len(hits) == 1, (name, labels, hits)
         return hits[0]
 
-    assert value("netprobe_rtt_seconds_count", target="lo4", probe="icmp") >= 3
-    assert value("netprobe_rtt_seconds_bucket", target="lo4", probe="icmp", le="0.001") == value(
-        "netprobe_rtt_seconds_count", target="lo4", probe="icmp")           # loopback: all under 1 ms
+    # The histogram against the stored rounds: a job's rounds finish in order, so the first rounds
+    # whose replies add up to the scraped count are exactly the ones observed; their samples, in
+    # seconds, must fill the buckets (a unit slip would put 0.05 ms echoes above 1 s).
+    observed = int(value("netprobe_rtt_seconds_count", target="lo4", probe="icmp"))
+    assert observed >= 3
+    rtts: list[float] = []
+    for env in (e for e in asyncio.run(_rows(db, "lo4")) if e["probe"] == "icmp"):
+        if len(rtts) >= observed:
+            break
+        rtts += [v for v in env["result"]["samples_ms"] if v is not None]  # type: ignore[index]
+    assert len(rtts) == observed
+    for le in ("0.001", "0.002", "0.005", "+Inf"):
+        assert value("netprobe_rtt_seconds_bucket", target="lo4", probe="icmp", le=le) == \
+            sum(ms / 1000 <= float(le) for ms in rtts), (le, rtts)
+    assert value("netprobe_rtt_seconds_sum", target="lo4", probe="icmp") == pytest.approx(sum(rtts) / 1000)
     assert value("netprobe_rtt_seconds_count", target="lo4", probe="tcp") >= 2
     assert value("netprobe_loss_ratio", target="lo4", probe="icmp") == 0.0
     assert value("netprobe_probe_errors_total", target="nowhere", probe="icmp", kind="dns") >= 1

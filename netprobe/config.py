@@ -29,7 +29,7 @@ from pydantic import (
 )
 
 from netprobe.alerts.config import AlertRule, NotifierConfig, check_alerting
-from netprobe.config_base import Ident, StrictModel, as_tuple
+from netprobe.config_base import Ident, StrictModel, as_tuple, check_unique
 from netprobe.durations import Duration
 from netprobe.errors import ConfigError
 from netprobe.lines import ClassificationConfig
@@ -419,13 +419,7 @@ def _targets(raw: object, defaults_raw: dict[str, dict[str, Any]], defaults: dic
             for j, name in enumerate(probes):
                 if isinstance(name, str) and name not in REGISTRY:
                     problems.append(f"{where}.probes[{j}]: unknown probe {name!r}; available: {_available()}")
-        tid = fields.get("id")
-        if isinstance(tid, str):
-            if tid in first_index:
-                problems.append(f"{where}.id: duplicate target id {tid!r} "
-                                f"(first used by targets[{first_index[tid]}])")
-            else:
-                first_index[tid] = i
+        check_unique(first_index, fields.get("id"), i, f"{where}.id", "target id", "targets", problems)
         for name, override in overrides.items():
             if not isinstance(override, dict):
                 problems.append(f"{where}.{name}: must be a table ([targets.{name}])")

@@ -29,3 +29,14 @@ def check_id(value: str) -> str:
 
 
 Ident = Annotated[str, AfterValidator(check_id)]
+
+
+def check_unique(seen: dict[str, int], value: object, index: int, where: str, what: str, array: str,
+                 problems: list[str]) -> None:
+    """In an array of tables, a repeated `value` (an id, a name) is a problem naming its first use."""
+    if not isinstance(value, str):
+        return
+    if value in seen:
+        problems.append(f"{where}: duplicate {what} {value!r} (first used by {array}[{seen[value]}])")
+    else:
+        seen[value] = index

@@ -18,7 +18,7 @@ from pydantic import (
     field_validator,
 )
 
-from netprobe.config_base import Ident, StrictModel, as_tuple
+from netprobe.config_base import Ident, StrictModel, as_tuple, check_unique
 from netprobe.durations import Duration
 from netprobe.secrets import read_secret
 
@@ -171,13 +171,7 @@ def check_alerting(data: Mapping[str, Any], problems: list[str], target_ids: Seq
     names: dict[str, int] = {}
     for i, table in enumerate(tables["notifiers"]):
         notifier = _validate(NotifierConfig, table, f"notifiers[{i}]", problems)
-        name = table.get("name")
-        if isinstance(name, str):
-            if name in names:
-                problems.append(f"notifiers[{i}].name: duplicate notifier {name!r} (first used by "
-                                f"notifiers[{names[name]}])")
-            else:
-                names[name] = i
+        check_unique(names, table.get("name"), i, f"notifiers[{i}].name", "notifier", "notifiers", problems)
         if notifier is not None:
             notifiers.append(notifier)
 
@@ -186,13 +180,7 @@ def check_alerting(data: Mapping[str, Any], problems: list[str], target_ids: Seq
     for i, table in enumerate(tables["alerts"]):
         where = f"alerts[{i}]"
         rule = _validate(AlertRule, table, where, problems)
-        name = table.get("name")
-        if isinstance(name, str):
-            if name in rule_names:
-                problems.append(f"{where}.name: duplicate alert {name!r} "
-                                f"(first used by alerts[{rule_names[name]}])")
-            else:
-                rule_names[name] = i
+        check_unique(rule_names, table.get("name"), i, f"{where}.name", "alert", "alerts", problems)
         notify = table.get("notify")
         for j, wanted in enumerate(notify if isinstance(notify, list) else []):
             if isinstance(wanted, str) and wanted not in names:

@@ -90,6 +90,8 @@ def mtr_table(r: MtrResult) -> Table:
     for hop in r.hops:
         d = hop.to_dict()
         host = escape(" ".join(hop.addresses) or "???")
+        if hop.icmp_errors:     # answered with an ICMP error (!H host unreachable…), as traceroute marks it
+            host += "".join(f" !{code}" + (f"×{n}" if n > 1 else "") for code, n in hop.icmp_errors.items())
         asn = " ".join(x for x in (d["ASN"], escape(hop.org or ""), hop.country or "") if x)
         loss = pct(hop.loss_pct) + (" rl" if hop.rate_limited else "")
         cells = [str(hop.count), host, asn, loss, str(hop.sent),

@@ -34,6 +34,9 @@ class Hop:
     asn: int | None = None
     org: str | None = None
     country: str | None = None
+    # replies at this TTL that carried an ICMP error (Unreachable), by code: they count as answered,
+    # with their RTT, as mtr counts them (Atlas codes N, H, A, P, p or the ICMP code as a number)
+    icmp_errors: dict[str, int] = field(default_factory=dict)
     answered: list[float] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
@@ -64,7 +67,7 @@ class Hop:
             "StDev": stdev, "Javg": jitter(self.samples_ms) or 0.0,
             "ASN": f"AS{self.asn}" if self.asn is not None else "AS???", "org": self.org,
             "country": self.country, "addresses": list(self.addresses), "rate_limited": self.rate_limited,
-            "samples_ms": list(self.samples_ms),
+            "icmp_errors": dict(self.icmp_errors), "samples_ms": list(self.samples_ms),
         }
 
 

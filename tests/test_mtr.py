@@ -123,6 +123,37 @@ def test_unreached_path_is_full_loss_and_silent_hops_show() -> None:
     assert [h.host for h in path.hops] == ["r1", "???", "r3"]
 
 
+# mtr 0.95 ui/report.c json_close(): count integer, host string, ASN string (with -z), then each field
+# as a JSON real when its printf format has an 'f' (Loss%, Last, Avg, Best, Wrst, StDev, Javg), else an
+# integer (Snt); report.mtr: src, dst strings, tos, tests integers, psize, bitpattern strings.
+MTR_HUB_TYPES = {"count": int, "host": str, "ASN": str, "Loss%": float, "Snt": int, "Last": float,
+                 "Avg": float, "Best": float, "Wrst": float, "StDev": float, "Javg": float}
+MTR_HEAD_TYPES = {"src": str, "dst": str, "tos": int, "tests": int, "psize": str, "bitpattern": str}
+
+
+def test_json_keeps_mtr_types_for_every_kind_of_hop() -> None:
+    """Answered, partly answered, silent and single-reply hops, through a JSON round trip: mtr's types
+    (a silent hop's figures are 0.0, not null or 0, as mtr writes them)."""
+    from datetime import UTC, datetime
+
+    from netprobe.results import MtrResult
+
+    records = [rec(0, 1, 1.0, "r1"), rec(1, 1, 2.0, "r1"), rec(0, 2, None), rec(1, 2, None),
+               rec(0, 3, 5.0, "r3"), rec(1, 3, None), rec(0, 4, 7.0, "dst", "reached"),
+               rec(1, 4, 8.0, "dst", "reached")]
+    path = build_path(records, 2)
+    result = MtrResult(probe="mtr", host="dst.example", started_at=datetime.now(UTC), status="ok",
+                       cycles=2, hops=path.hops, reached=path.reached, source="here")
+    report = json.loads(json.dumps(result.to_dict()))["report"]
+    assert {k: type(v) for k, v in report["mtr"].items()} == MTR_HEAD_TYPES
+    assert len(report["hubs"]) == 4
+    for hub in report["hubs"]:
+        assert {k: type(hub[k]) for k in MTR_HUB_TYPES} == MTR_HUB_TYPES, hub
+        assert list(hub)[:2] == ["count", "host"]
+    silent = report["hubs"][1]
+    assert silent["host"] == "???" and silent["Loss%"] == 100.0 and silent["Avg"] == 0.0
+
+
 def test_rate_limit_rule() -> None:
     path = build_path([rec(c, t, None if (t == 1 and c % 2) else 1.0, f"r{t}", "reached" if t == 3 else "ttl")
                        for c in range(4) for t in (1, 2, 3)], 4)

@@ -94,6 +94,39 @@ def test_hops_and_rtts_equal_system_mtr(lab: LabState, route: str) -> None:
     assert ours["route"]["path_loss_pct"] == 0.0 and ours["loss_pct"] == 0.0
 
 
+def _json_types(obj: dict[str, Any]) -> dict[str, str]:
+    return {k: type(v).__name__ for k, v in obj.items()}
+
+
+@pytest.mark.parametrize("route", ["gia", "lossy"])
+def test_json_report_has_system_mtr_keys_and_types_hub_by_hub(lab: LabState, route: str) -> None:
+    """Tools that parse `mtr --json` read netprobe's `report` unchanged: every key system mtr 0.95 writes
+    in `report.mtr` and in each hub, in mtr's order, with the same JSON type (psize a string, count and
+    Snt integers, the figures floats); Javg too, asked of mtr with -o. netprobe's own keys follow."""
+    version = subprocess.run(["mtr", "--version"], capture_output=True, text=True, check=True).stdout
+    assert version.split() == ["mtr", "0.95"], version
+    theirs = agent_exec(["mtr", "-4", "-n", "--json", "-o", "LSNABWVM", "-c", "5", "-i", "0.2",
+                         f"{route}.lab"], timeout=60)
+    assert theirs.returncode == 0, theirs.stderr
+    ref = json.loads(theirs.stdout)["report"]
+    code, full = mtr("-4", "-c", "5", "-i", "0.2", f"{route}.lab")
+    assert code == 0, full
+    ours = full["report"]
+    assert list(ours) == list(ref) == ["mtr", "hubs"]
+    assert list(ours["mtr"]) == list(ref["mtr"]) == ["src", "dst", "tos", "tests", "psize", "bitpattern"]
+    assert _json_types(ours["mtr"]) == _json_types(ref["mtr"])
+    assert {k: ours["mtr"][k] for k in ("dst", "tos", "tests", "bitpattern")} == \
+        {k: ref["mtr"][k] for k in ("dst", "tos", "tests", "bitpattern")}
+    assert [h["host"] for h in ours["hubs"]] == [h["host"] for h in ref["hubs"]]
+    for mine, their in zip(ours["hubs"], ref["hubs"], strict=True):
+        assert list(mine)[:len(their)] == list(their), (mine, their)
+        assert {k: type(mine[k]).__name__ for k in their} == _json_types(their), (mine, their)
+        assert mine["count"] == their["count"] and mine["Snt"] == their["Snt"] == 5
+        # netprobe's additions (DESIGN §7) stay, after mtr's keys
+        assert {"ASN", "org", "country", "addresses", "rate_limited", "icmp_errors"} <= set(mine)
+    assert set(full["route"]) >= {"label", "asns", "path_loss_pct", "hash"}
+
+
 @pytest.mark.parametrize("mode", ["icmp", "udp", "tcp"])
 @pytest.mark.parametrize("family", ["-4", "-6"])
 def test_every_mode_reaches_the_destination(lab: LabState, mode: str, family: str) -> None:

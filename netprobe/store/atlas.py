@@ -21,6 +21,7 @@ flagged in the hop's `icmp_errors` ({code: replies}); duplicates count neither a
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import uuid
@@ -32,6 +33,7 @@ from netprobe.results import IcmpResult, MtrResult, Status, envelope
 from netprobe.stats import jitter, loss_pct, rtt_stats
 
 if TYPE_CHECKING:
+    from netprobe.lines import LineClassifier
     from netprobe.mtr.hops import Hop
 
 _NAMESPACE = uuid.UUID("6f1f5d1e-7c3a-4c55-9a53-6b1d2f0c9a10")
@@ -161,8 +163,15 @@ def _summary_rtt(obj: Mapping[str, Any], received: int) -> dict[str, float] | No
 
 # -- traceroute ---------------------------------------------------------------------------------------
 
-def _traceroute(obj: Mapping[str, Any], name: str, dst: str | None, started: datetime) -> MtrResult:
+@functools.cache
+def _classifier() -> LineClassifier:
+    """The default prefix table, built once: an import converts thousands of traces."""
     from netprobe.lines import LineClassifier
+
+    return LineClassifier.default()
+
+
+def _traceroute(obj: Mapping[str, Any], name: str, dst: str | None, started: datetime) -> MtrResult:
     from netprobe.mtr.hops import flag_rate_limited, label_path
 
     raw = obj.get("result")
@@ -176,7 +185,7 @@ def _traceroute(obj: Mapping[str, Any], name: str, dst: str | None, started: dat
     hops.sort(key=lambda hop: hop.count)
     reached = bool(hops) and dst is not None and dst in hops[-1].addresses
     flag_rate_limited(hops)
-    route = label_path(hops, LineClassifier.default(), None)
+    route = label_path(hops, _classifier(), None)
     dest = hops[-1] if reached else None
     samples = list(dest.samples_ms) if dest else []
     got = [s for s in samples if s is not None]

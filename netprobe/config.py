@@ -33,6 +33,7 @@ from netprobe.config_base import Ident, StrictModel, as_tuple, check_unique
 from netprobe.durations import Duration
 from netprobe.errors import ConfigError
 from netprobe.lines import ClassificationConfig
+from netprobe.pacing import DEFAULT_MAX_RATE
 from netprobe.probes import REGISTRY, ProbeSettings, ProbeTarget
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -282,6 +283,10 @@ class Config(StrictModel):
                 for probe in target.probes:
                     yield target, probe, self._effective[(target.id, probe)]
 
+    def icmp_max_rate(self) -> float:
+        """[probes.icmp] max_rate: one send-rate cap for the agent's ICMP engine, all targets together."""
+        return float(getattr(self.probes.get("icmp"), "max_rate", DEFAULT_MAX_RATE))
+
     def agent_envelope(self) -> dict[str, str]:
         a = self.agent
         return {"id": a.id, "region": a.region, "isp": a.isp, "timezone": a.timezone}
@@ -426,6 +431,9 @@ def _targets(raw: object, defaults_raw: dict[str, dict[str, Any]], defaults: dic
             elif isinstance(probes, list) and name not in listed:
                 problems.append(f"{where}.{name}: overrides a probe this target does not run; "
                                 f"add {name!r} to {where}.probes or remove the table")
+            elif name == "icmp" and "max_rate" in override:
+                problems.append(f"{where}.icmp.max_rate: the send-rate cap is the agent's, for all targets "
+                                "together; set it in [probes.icmp]")
         for name in listed:
             if name not in REGISTRY:
                 continue  # reported above

@@ -1,7 +1,9 @@
 """`netprobe probe …`: run one round of a probe against one or many targets now and print it.
 
 All targets of one command run concurrently through one ProbeContext (one ICMP engine, one
-resolver), like fping. Exit status: 0 every target ok, 1 some target failed (100 % loss, refused,
+resolver), paced like fping -p/-i: target i of N starts at i·interval/N, so the requests of a round
+leave evenly over the interval, not as one burst; the ICMP engine's rate cap (--rate) holds on top.
+Exit status: 0 every target ok, 1 some target failed (100 % loss, refused,
 unresolvable — data), 2 bad input (raised as UsageError, printed by netprobe.cli.main).
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import resource
 import socket
 import sys
 from collections.abc import Callable, Sequence
@@ -20,6 +23,7 @@ from rich.table import Table
 
 from netprobe.durations import parse_duration
 from netprobe.errors import UsageError
+from netprobe.pacing import launch_paced, stretched_round
 from netprobe.probes import REGISTRY
 from netprobe.probes.base import ProbeContext, ProbeSettings, ProbeTarget, RoundSettings
 from netprobe.probes.icmp import IcmpSettings
@@ -27,15 +31,15 @@ from netprobe.probes.tcp import TcpSettings
 from netprobe.render import icmp_table, print_table, tcp_table
 from netprobe.resolve import Resolver, family_name, parse_literal
 from netprobe.results import IcmpResult, MtrResult, ProbeResult, SseResult, TcpResult
-from netprobe.targets_file import check_host, check_host_port, read_targets
+from netprobe.targets_file import MAX_TARGETS, check_host, check_host_port, read_targets
 
 app = typer.Typer(no_args_is_help=True, help="Run one probe now and print what it measured.")
 
 S = TypeVar("S", bound=ProbeSettings)
 T = TypeVar("T")
 
-# concurrent TCP targets (each holds up to timeout/interval sockets open); ICMP shares one socket
-_TCP_PARALLEL = 256
+# descriptors kept free of TCP connects (stdio, the event loop, the resolver's threads)
+_FD_RESERVE = 128
 
 # --- shared plumbing (icmp, tcp and later probes) -------------------------------------------------
 
@@ -101,28 +105,63 @@ def collect(args: Sequence[str], file: str | None, parse: Callable[[str], T]) ->
         out.extend(read_targets(file, parse))
     if not out:
         raise UsageError("no targets: give at least one on the command line or with -f FILE")
+    if len(out) > MAX_TARGETS:
+        raise UsageError(f"too many targets: {len(out):,} given, at most {MAX_TARGETS:,} per command "
+                         "(split the file, or run them from an agent)")
     return out
 
 
 async def run_targets(probe: str, targets: Sequence[ProbeTarget], settings: ProbeSettings,
-                      parallel: int | None = None) -> list[ProbeResult]:
-    """One round of `probe` per target, concurrently through one shared ProbeContext."""
+                      spread: float = 0.0, ctx: ProbeContext | None = None) -> list[ProbeResult]:
+    """One round of `probe` per target through one shared ProbeContext; target i of N starts at
+    i·spread/N (fping's -p/-i schedule), every target's round then runs on its own."""
     spec = REGISTRY[probe]
-    ctx = ProbeContext(resolver=Resolver())
-    gate = asyncio.Semaphore(parallel or len(targets) or 1)
+    ctx = ctx or ProbeContext(resolver=Resolver())
+    failed = asyncio.Event()
 
     async def one(target: ProbeTarget) -> ProbeResult:
-        async with gate:
+        try:
             return await spec.run(target, settings, ctx)
+        except BaseException:
+            failed.set()  # a setup error (no raw-socket permission, …): stop launching the others
+            raise
 
-    tasks = [asyncio.create_task(one(t)) for t in targets]
+    tasks: list[asyncio.Task[ProbeResult]] = []
     try:
+        tasks = await launch_paced(targets, spread if len(targets) > 1 else 0.0, one, stop=failed)
         return list(await asyncio.gather(*tasks))
-    finally:  # a setup error in one (e.g. no raw-socket permission) stops the others cleanly
+    finally:  # a setup error in one stops the others cleanly
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await ctx.close()
+
+
+def tcp_slots() -> asyncio.Semaphore:
+    """Connects open at once, at most what the descriptor limit leaves (raised to the hard limit):
+    a connect over it waits for a socket to close rather than fail with EMFILE."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        want = 1 << 20 if hard == resource.RLIM_INFINITY else hard
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            soft = want
+        except (ValueError, OSError):
+            pass
+    return asyncio.Semaphore(max(16, soft - _FD_RESERVE))
+
+
+def warn_rate(n: int, settings: IcmpSettings, flag: str) -> None:
+    """Say how long a round takes when the cap cannot keep every target at --interval."""
+    if n <= settings.max_rate * settings.interval:
+        return
+    spacing, took = stretched_round(n, settings.count, settings.interval, settings.timeout, settings.max_rate)
+    _, planned = stretched_round(n, settings.count, settings.interval, settings.timeout, float("inf"))
+    sys.stderr.write(
+        f"warning: {n:,} targets every {settings.interval:g}s need {n / settings.interval:,.0f} requests/s "
+        f"but {flag} {settings.max_rate:g} caps them: each target gets a request every {spacing:.3g}s and a "
+        f"round takes about {took:.1f}s instead of {planned:.1f}s "
+        f"(raise {flag} to {n / settings.interval:.0f} to keep the interval)\n")
 
 
 def emit(results: Sequence[ProbeResult], as_json: bool, as_list: bool,
@@ -156,7 +195,8 @@ def _defaults(model: type[RoundSettings], what: str) -> str:
     return f"Defaults: --count {d.count} {what} {d.interval:g}s apart, --timeout {d.timeout:g}s."
 
 
-_FLAGS = {"count": "--count", "interval": "--interval", "timeout": "--timeout", "size": "--size"}
+_FLAGS = {"count": "--count", "interval": "--interval", "timeout": "--timeout", "size": "--size",
+          "max_rate": "--rate"}
 
 
 @app.command("icmp", epilog=_defaults(IcmpSettings, "echo requests"))
@@ -165,9 +205,13 @@ def icmp_command(
     file: FileOpt = None, count: CountOpt = None, interval: IntervalOpt = None,
     timeout: TimeoutOpt = None,
     size: Annotated[int | None, typer.Option("--size", "-s", help="ICMP payload bytes.")] = None,
+    rate: Annotated[float | None, typer.Option(
+        "--rate", metavar="PPS", help="Cap on echo requests per second, all targets together "
+                                      "(default 2000); requests over it wait.")] = None,
     ipv4: V4Opt = False, ipv6: V6Opt = False, as_json: JsonOpt = False,
 ) -> None:
-    """Ping HOSTs (names or addresses) concurrently: loss, RTT percentiles, jitter."""
+    """Ping HOSTs (names or addresses) concurrently: loss, RTT percentiles, jitter. Target i of N
+    starts at i·interval/N, as fping -p/-i do."""
     family = address_family(ipv4, ipv6)
 
     def parse(text: str) -> str:
@@ -177,9 +221,19 @@ def icmp_command(
 
     names = collect(hosts or [], file, parse)
     settings = build_settings(IcmpSettings, {"count": count, "interval": interval, "timeout": timeout,
-                                             "size": size}, _FLAGS)
+                                             "size": size, "max_rate": rate}, _FLAGS)
+    warn_rate(len(names), settings, "--rate")
     targets = [ProbeTarget(id=h, host=h, family=family) for h in names]
-    results = asyncio.run(run_targets("icmp", targets, settings))
+
+    async def go() -> list[ProbeResult]:
+        ctx = ProbeContext(resolver=Resolver(), icmp_max_rate=settings.max_rate)
+        # names first, all at once: a slow lookup must not push its target out of its slot (tcp
+        # does not: its rounds report the DNS time they paid)
+        names = {(t.host, t.family) for t in targets if parse_literal(t.host) is None}
+        await asyncio.gather(*(ctx.resolver.resolve(host, fam) for host, fam in names))
+        return await run_targets("icmp", targets, settings, spread=settings.interval, ctx=ctx)
+
+    results = asyncio.run(go())
     emit(results, as_json, len(targets) > 1 or file is not None,
          lambda rs: icmp_table([r for r in rs if isinstance(r, IcmpResult)]))
 
@@ -203,7 +257,12 @@ def tcp_command(
     settings = build_settings(TcpSettings, {"count": count, "interval": interval, "timeout": timeout},
                               _FLAGS)
     targets = [ProbeTarget(id=f"{h}:{p}", host=h, port=p, family=family) for h, p in pairs]
-    results = asyncio.run(run_targets("tcp", targets, settings, parallel=_TCP_PARALLEL))
+
+    async def go() -> list[ProbeResult]:
+        ctx = ProbeContext(resolver=Resolver(), tcp_slots=tcp_slots())
+        return await run_targets("tcp", targets, settings, spread=settings.interval, ctx=ctx)
+
+    results = asyncio.run(go())
     emit(results, as_json, len(targets) > 1 or file is not None,
          lambda rs: tcp_table([r for r in rs if isinstance(r, TcpResult)]))
 

@@ -22,6 +22,9 @@ T = TypeVar("T")
 _LABEL = re.compile(r"^(?!-)[A-Za-z0-9_-]{1,63}(?<!-)$")
 _BRACKETED = re.compile(r"^\[([^\]]*)\](?::(.*))?$")
 _MAX_REPORTED = 20
+# Targets one `probe icmp|tcp` command takes. At 1 Hz that is 10,000 requests/s, five times the
+# default send cap, and a --json document of tens of MB: past this, an agent (or several) is the tool.
+MAX_TARGETS = 10_000
 
 
 def check_host(text: str) -> str:

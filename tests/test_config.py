@@ -9,6 +9,7 @@ import pytest
 
 from netprobe.config import Config, load_config, parse_config
 from netprobe.errors import ConfigError
+from netprobe.pacing import DEFAULT_MAX_RATE
 from netprobe.probes import REGISTRY
 from netprobe.probes.base import ProbeTarget
 
@@ -66,7 +67,8 @@ timeout = 1
     config = parse_config(text, source="t")
     target = config.targets[0]
     icmp = config.probe_settings(target, "icmp")
-    assert icmp.model_dump() == {"every": 30.0, "count": 5, "interval": 0.5, "timeout": 1.0, "size": 56}
+    assert icmp.model_dump() == {"every": 30.0, "count": 5, "interval": 0.5, "timeout": 1.0, "size": 56,
+                                 "max_rate": DEFAULT_MAX_RATE}
     assert config.probes["icmp"].model_dump()["count"] == 10  # the default itself is untouched
     assert config.probe_settings(target, "tcp") == REGISTRY["tcp"].settings_model()
     with pytest.raises(KeyError):

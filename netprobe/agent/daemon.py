@@ -96,7 +96,7 @@ class Agent:
         alerts = alerting(cfg.alerts, cfg.notifiers, agent_id=cfg.agent.id)  # reads notifier secrets
         self.store = await open_store(self.db_url)
         uplink = Uplink(self.store, cfg.uplink, uplink_token) if uplink_token is not None else None
-        ctx = ProbeContext(resolver=Resolver(refresh=cfg.resolver.refresh))
+        ctx = ProbeContext(resolver=Resolver(refresh=cfg.resolver.refresh), icmp_max_rate=cfg.icmp_max_rate())
         self._enrich(ctx, None)
         pipeline = Pipeline([StoreSink(self.store, uplink), *extra_sinks])
         agent_env = cfg.agent_envelope()
@@ -221,6 +221,7 @@ class Agent:
         old, self.config = self.config, new
         setup_logging(new.log.level, new.log.format)
         self._enrich(ctx, old)
+        ctx.set_icmp_max_rate(new.icmp_max_rate())
         jobs = self._jobs()
         scheduler.set_jobs(jobs)
         log_event(log, "info", "configuration reloaded", jobs=len(jobs))

@@ -4,7 +4,9 @@ One raw ICMP socket per address family is shared by every trace: it receives the
 Exceeded and Unreachable messages for all three modes and the echo replies of ICMP mode. A UDP trace
 sends from a socket of its own, a TCP trace from a raw TCP socket of its own (bound to a port it
 reserves, so its SYN-ACKs are told apart). Each probe is found again by a key carried in the first
-8 bytes of its transport header (see packets), so traces to many targets never mix.
+8 bytes of its transport header (see packets), so traces to many targets never mix. A cycle's probes
+are spread over the interval as mtr spreads them (TTL t of n hops at t·interval/n), not sent as one
+burst of up to max_hops packets per trace.
 """
 
 from __future__ import annotations
@@ -86,7 +88,8 @@ class TraceEngine:
     async def trace(self, address: str, *, mode: Mode = "icmp", port: int = 0, cycles: int = 10,
                     interval: float = 1.0, timeout: float = 2.0, max_hops: int = 30,
                     on_cycle: Callable[[list[ProbeRecord]], None] | None = None) -> TraceOutcome:
-        """Run `cycles` rounds of probes with TTL 1..max_hops (1..the destination's, once known)."""
+        """Run `cycles` rounds of probes with TTL 1..max_hops (1..the destination's, once known), each
+        cycle's spread evenly over `interval`."""
         loop = self._loop = asyncio.get_running_loop()
         family = socket.AF_INET6 if ":" in address else socket.AF_INET
         run = _Trace(family, socket.inet_pton(family, address), mode, port, max_hops)
@@ -98,11 +101,18 @@ class TraceEngine:
                     self._open_flow(run, address)
                 t0 = loop.time()
                 for cycle in range(cycles):
-                    await asyncio.sleep(max(0.0, t0 + cycle * interval - loop.time()))
+                    start = t0 + cycle * interval
+                    await asyncio.sleep(max(0.0, start - loop.time()))
                     if on_cycle is not None and cycle:
                         on_cycle(list(run.order))
-                    for ttl in range(1, run.limit() + 1):
+                    step = interval / run.limit()
+                    ttl = 1
+                    while ttl <= run.limit():  # stops early once this cycle finds the destination
+                        delay = start + (ttl - 1) * step - loop.time()
+                        if delay > 0:
+                            await asyncio.sleep(delay)
                         self._send(run, cycle, ttl)
+                        ttl += 1
                 run.settled.clear()
                 if run.unsettled():
                     with contextlib.suppress(TimeoutError):

@@ -12,6 +12,8 @@ from netprobe.durations import Duration
 from netprobe.results import ProbeResult
 
 if TYPE_CHECKING:
+    import asyncio
+
     from netprobe.geoip import GeoIP
     from netprobe.icmp.engine import IcmpEngine
     from netprobe.lines import LineClassifier
@@ -82,6 +84,8 @@ class ProbeContext:
     resolver: Resolver
     geoip: GeoIP | None = None
     classifier: LineClassifier | None = None
+    icmp_max_rate: float | None = None  # the ICMP engine's per-family send cap; None: its default
+    tcp_slots: asyncio.Semaphore | None = None  # caps sockets open at once (CLI: the fd limit)
     _icmp: IcmpEngine | None = field(default=None, repr=False)
     _trace: TraceEngine | None = field(default=None, repr=False)
 
@@ -103,8 +107,15 @@ class ProbeContext:
         if self._icmp is None:
             from netprobe.icmp.engine import IcmpEngine
 
-            self._icmp = IcmpEngine()
+            rate = self.icmp_max_rate
+            self._icmp = IcmpEngine() if rate is None else IcmpEngine(max_rate=rate)
         return self._icmp
+
+    def set_icmp_max_rate(self, rate: float) -> None:
+        """A new cap (agent reload): applied to the running engine too, queued requests kept."""
+        self.icmp_max_rate = rate
+        if self._icmp is not None:
+            self._icmp.set_max_rate(rate)
 
     async def close(self) -> None:
         if self._icmp is not None:

@@ -7,6 +7,7 @@ import time
 from pydantic import Field
 
 from netprobe.durations import Duration
+from netprobe.pacing import DEFAULT_MAX_RATE
 from netprobe.probes.base import ProbeContext, ProbeSpec, ProbeTarget, RoundSettings
 from netprobe.results import IcmpResult, utc_now
 from netprobe.stats import jitter, loss_pct, rtt_stats
@@ -16,6 +17,10 @@ class IcmpSettings(RoundSettings):
     count: int = Field(default=20, ge=1, le=10_000, description="echo requests per round")
     interval: Duration = Field(default=0.5, gt=0, description="time between requests of a round")
     size: int = Field(default=56, ge=16, le=65_000, description="ICMP payload bytes, like ping -s")
+    # One cap for the whole agent (or command), not per target: config rejects it in [targets.icmp].
+    max_rate: float = Field(default=DEFAULT_MAX_RATE, gt=0, le=1_000_000,
+                            description="echo requests per second per address family, all targets together; "
+                                        "requests over it wait their turn")
 
 
 async def run(target: ProbeTarget, settings: IcmpSettings, ctx: ProbeContext) -> IcmpResult:

@@ -33,12 +33,13 @@ class MtrSettings(ProbeSettings):
     @model_validator(mode="after")
     def _fits_in_every(self) -> MtrSettings:
         if self.round_seconds() > self.every:
-            raise ValueError(f"a trace lasts (cycles-1)*interval+timeout = {self.round_seconds():g}s, longer "
+            raise ValueError(f"a trace lasts cycles*interval+timeout = {self.round_seconds():g}s, longer "
                              f"than every ({self.every:g}s); lower cycles or interval, or raise every")
         return self
 
     def round_seconds(self) -> float:
-        return (self.cycles - 1) * self.interval + self.timeout
+        # each cycle's probes are spread over its interval, the last cycle's too
+        return self.cycles * self.interval + self.timeout
 
     def effective_port(self) -> int | None:
         return self.port or DEFAULT_PORTS.get(self.mode)

@@ -114,13 +114,18 @@ async def connect_once(family: int, sockaddr: tuple[str, int] | tuple[str, int, 
 
 
 async def _attempts(family: int, sockaddr: tuple[str, int] | tuple[str, int, int, int],
-                    settings: TcpSettings) -> list[Attempt]:
-    """`count` connects started `interval` apart on a fixed schedule; they may overlap."""
+                    settings: TcpSettings, slots: asyncio.Semaphore | None = None) -> list[Attempt]:
+    """`count` connects started `interval` apart on a fixed schedule; they may overlap. With `slots`,
+    a connect waits for a free one (a socket) and is timed from when it starts, never failed."""
     loop = asyncio.get_running_loop()
     out: list[Attempt] = [Attempt(None)] * settings.count
 
     async def one(i: int) -> None:
-        out[i] = await connect_once(family, sockaddr, settings.timeout)
+        if slots is None:
+            out[i] = await connect_once(family, sockaddr, settings.timeout)
+        else:
+            async with slots:
+                out[i] = await connect_once(family, sockaddr, settings.timeout)
 
     start = loop.time()
     async with asyncio.TaskGroup() as tg:
@@ -161,7 +166,7 @@ async def run(target: ProbeTarget, settings: TcpSettings, ctx: ProbeContext) -> 
         res.error_kind, res.error = "dns", f"unusable address {resolved.address!r}: {exc}"
         return _finish(res, t0)
 
-    attempts = await _attempts(resolved.family, sockaddr, settings)
+    attempts = await _attempts(resolved.family, sockaddr, settings, ctx.tcp_slots)
     samples = [a.connect_ms for a in attempts]
     got = [s for s in samples if s is not None]
     failures: Counter[str] = Counter(a.kind for a in attempts if a.kind is not None)

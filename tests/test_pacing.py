@@ -254,3 +254,22 @@ def test_config_max_rate_bad_values_and_per_target_override_are_named() -> None:
     with pytest.raises(ConfigError) as err:
         parse_config(AGENT + TARGET + "[targets.icmp]\nmax_rate = 100\n")
     assert any(p.startswith("targets[0].icmp.max_rate") and "[probes.icmp]" in p for p in err.value.problems)
+
+
+def test_bench_reads_fping_per_target_summaries() -> None:
+    """bench/icmp_scale.py --user-path compares with fping -c -q's per-target lines."""
+    import importlib.util
+
+    path = Path(__file__).parents[1] / "bench" / "icmp_scale.py"
+    spec = importlib.util.spec_from_file_location("icmp_scale", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    text = ("198.19.0.1 : xmt/rcv/%loss = 30/30/0%, min/avg/max = 8.01/8.05/8.12\n"
+            "198.19.0.2  : xmt/rcv/%loss = 30/29/3%, min/avg/max = 8.02/8.10/9.00\n"
+            "198.19.0.3 : xmt/rcv/%loss = 30/0/100%\n"
+            "ICMP Host Unreachable from 198.18.0.2 for ICMP Echo sent to 198.19.0.9\n")
+    assert bench.parse_fping_summary(text) == {"198.19.0.1": (30, 30, 8.05), "198.19.0.2": (30, 29, 8.10),
+                                               "198.19.0.3": (30, 0, None)}
+    assert bench._pctl([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
+    assert bench._pctl([1.0, 2.0], 0.95) == pytest.approx(1.95)

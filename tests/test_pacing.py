@@ -273,3 +273,28 @@ def test_bench_reads_fping_per_target_summaries() -> None:
                                                "198.19.0.3": (30, 0, None)}
     assert bench._pctl([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
     assert bench._pctl([1.0, 2.0], 0.95) == pytest.approx(1.95)
+
+
+@root
+async def test_agent_rounds_falling_due_together_stay_under_the_cap() -> None:
+    """Many agent rounds at once (start-up, a reload) go through the one engine: its cap holds, a
+    reload's new cap applies to the running engine, and no request is dropped."""
+    from netprobe.agent.scheduler import ProbeScheduler
+    from netprobe.probes import ProbeContext, ProbeTarget
+    from netprobe.probes.icmp import IcmpSettings
+    from netprobe.resolve import Resolver
+
+    ctx = ProbeContext(resolver=Resolver(), icmp_max_rate=2000.0)
+    sched = ProbeScheduler(ctx, lambda target, result: None)
+    ctx.set_icmp_max_rate(200.0)  # as Agent._reload does with the new [probes.icmp] max_rate
+    settings = IcmpSettings(every=30, count=2, interval=0.05, timeout=1.0)
+    try:
+        t0 = time.monotonic()
+        results = await asyncio.gather(*(sched.run_once(ProbeTarget(id=a, host=a), "icmp", settings)
+                                         for a in loopback(100)))
+        took = time.monotonic() - t0
+        assert ctx.icmp_engine().delayed > 0
+    finally:
+        await ctx.close()
+    assert all(r.status == "ok" and r.received == 2 for r in results), [r.error for r in results][:3]
+    assert took >= (200 - 200 * BURST_SECONDS) / 200 - 0.05, took  # 200 requests at 200/s

@@ -214,11 +214,16 @@ PEAK = range(20, 23)
 OFFPEAK = range(3, 6)
 
 
-async def write_all(url: str, envs: Sequence[dict[str, Any]]) -> None:
+async def write_all(url: str, envs: Sequence[dict[str, Any]], fold: bool = True) -> None:
+    """Store `envs`; with `fold`, fold the prefix rollups too, as the agent's hourly job would, so the
+    report reads them (not only the hourly rows)."""
     store = await open_store(url)
     try:
         for i in range(0, len(envs), 1000):
             await store.write(envs[i:i + 1000])
+        if fold:
+            stats = await store.fold_rollups()
+            assert stats.rows > 0 and not stats.skipped
     finally:
         await store.close()
 

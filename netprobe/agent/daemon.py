@@ -233,6 +233,9 @@ class Agent:
                 removed = await self.store.enforce_retention(self.config.storage.retention / 86400.0)
                 if removed:
                     log_event(log, "info", "retention", removed_rounds=removed)
+                folded = await self.store.fold_rollups()     # the reports' prefix rollups
+                if folded.rows:
+                    log_event(log, "info", "rollups folded", series=folded.series, rows=folded.rows)
             except Exception as exc:  # a failed cleanup is retried next hour; probing goes on
                 log_event(log, "error", "retention failed", error=str(exc))
             await asyncio.sleep(RETENTION_EVERY)

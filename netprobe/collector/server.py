@@ -133,6 +133,9 @@ class Collector:
                 removed = await self.store.enforce_retention(days)
                 if removed:
                     log_event(log, "info", "retention", removed_rounds=removed)
+                folded = await self.store.fold_rollups()     # the reports' prefix rollups
+                if folded.rows:
+                    log_event(log, "info", "rollups folded", series=folded.series, rows=folded.rows)
             except Exception as exc:  # retried next hour; ingest goes on
                 log_event(log, "error", "retention failed", error=str(exc))
             await asyncio.sleep(RETENTION_EVERY)

@@ -7,11 +7,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from netprobe.results import iso, utc_now
-from netprobe.store.rollups import HourRow, Rollup, merge_hours
+from netprobe.store.prefix import Extremes, Sums, combine
+from netprobe.store.rollups import Rollup
 from netprobe.store.store import Store
 
 from . import data
@@ -152,28 +154,56 @@ class PeakReport:
 
 
 # -- computing ----------------------------------------------------------------------------------------
-def _window(rtt: Sequence[HourRow], tcp: Sequence[HourRow], sse: Sequence[HourRow]) -> WindowFigures:
-    w, t, s = merge_hours(rtt), merge_hours(tcp), merge_hours(sse)
-    return WindowFigures(
-        rtt_p50_ms=w.rtt_p50_ms if w else None, rtt_p95_ms=w.rtt_p95_ms if w else None,
-        rtt_p99_ms=w.rtt_p99_ms if w else None, jitter_ms=w.jitter_ms if w else None,
-        loss_pct=w.loss_pct if w else None, rounds=w.rounds if w else 0, hours=w.hours if w else 0,
-        samples=w.samples if w else 0, tcp_connect_p95_ms=t.rtt_p95_ms if t else None,
-        sse_first_event_p95_ms=s.rtt_p95_ms if s else None, stalls_per_min=s.stalls_per_min if s else None,
-        sse_delay_var_p95_ms=s.delay_var_p95_ms if s else None,
-        sse_delay_var_p50_ms=s.delay_var_p50_ms if s else None, sse_gap_p95_ms=s.gap_p95_ms if s else None,
-        sse_server_first_ms=s.server_first_ms if s else None, sse_tpot_ms=s.tpot_ms if s else None,
-        rollup=w.rollup if w else None)
+Entry = tuple[dict[int, Sums], dict[int, Extremes]]     # one series: sums and extremes by local hour
 
 
-def _worst_hour(rows: Iterable[HourRow], days: LocalDays) -> WorstHour | None:
-    worst: HourRow | None = None
-    for row in rows:          # oldest first: ties keep the earliest hour
-        if row.loss_pct is not None and (worst is None or row.loss_pct > (worst.loss_pct or 0.0)):
-            worst = row
-    if worst is None or worst.loss_pct is None:
+@dataclass(frozen=True, slots=True)
+class _Merged:
+    rollup: Rollup
+    hours: int
+    extremes: Extremes | None
+
+
+def _merged(entry: Entry | None, hours: Iterable[int]) -> _Merged | None:
+    """The hours of day `hours` of one series, merged (exact min/max from the extremes)."""
+    if entry is None:
         return None
-    return WorstHour(days.local(worst.hour), worst.loss_pct)
+    sums, ext = entry
+    picked = [h for h in hours if h in sums and sums[h].hours]
+    if not picked:
+        return None
+    total = Sums()
+    e: Extremes | None = None
+    for h in picked:
+        total.add(sums[h])
+        e = combine(e, ext.get(h))
+    return _Merged(total.rollup(e[0] if e else None, e[1] if e else None), total.hours, e)
+
+
+def _window(rtt: _Merged | None, tcp: _Merged | None, sse: _Merged | None) -> WindowFigures:
+    w = rtt.rollup.figures() if rtt else None
+    t = tcp.rollup.figures() if tcp else None
+    s = sse.rollup.figures() if sse else None
+    return WindowFigures(
+        rtt_p50_ms=w["rtt_p50_ms"] if w else None, rtt_p95_ms=w["rtt_p95_ms"] if w else None,
+        rtt_p99_ms=w["rtt_p99_ms"] if w else None, jitter_ms=w["jitter_ms"] if w else None,
+        loss_pct=w["loss_pct"] if w else None, rounds=w["rounds"] if w else 0,
+        hours=rtt.hours if rtt else 0, samples=w["samples"] if w else 0,
+        tcp_connect_p95_ms=t["rtt_p95_ms"] if t else None,
+        sse_first_event_p95_ms=s["rtt_p95_ms"] if s else None,
+        stalls_per_min=s["stalls_per_min"] if s else None,
+        sse_delay_var_p95_ms=s["delay_var_p95_ms"] if s else None,
+        sse_delay_var_p50_ms=s["delay_var_p50_ms"] if s else None,
+        sse_gap_p95_ms=s["gap_p95_ms"] if s else None,
+        sse_server_first_ms=s["server_first_ms"] if s else None, sse_tpot_ms=s["tpot_ms"] if s else None,
+        rollup=rtt.rollup if rtt else None)
+
+
+def _worst_hour(rtt: _Merged | None, zone: ZoneInfo) -> WorstHour | None:
+    e = rtt.extremes if rtt else None
+    if e is None or e[2] is None:
+        return None
+    return WorstHour(datetime.fromtimestamp(e[3], UTC).astimezone(zone), e[2])
 
 
 def _delta(a: float | None, b: float | None) -> float | None:
@@ -189,44 +219,57 @@ def _degradation(peak: WindowFigures, off: WindowFigures) -> Degradation:
                        loss_delta_pct=_delta(peak.loss_pct, off.loss_pct))
 
 
-def _profile(rows: Iterable[HourRow], days: LocalDays) -> tuple[HourProfile, ...]:
-    by_hour: dict[int, Rollup] = defaultdict(Rollup)
-    for row in rows:
-        by_hour[days.local(row.hour).hour].merge(row.rollup)
+def _profile(rtt: Entry | None) -> tuple[HourProfile, ...]:
     out = []
     for h in range(24):
-        r = by_hour.get(h)
-        if r is None:
+        m = _merged(rtt, (h,))
+        if m is None:
             out.append(HourProfile(h, None, None, None, None, 0))
             continue
-        loss = r.figures()["loss_pct"]
-        out.append(HourProfile(h, r.quantile(0.05), r.quantile(0.50), r.quantile(0.95), loss, r.rounds))
+        r = m.rollup
+        out.append(HourProfile(h, r.quantile(0.05), r.quantile(0.50), r.quantile(0.95),
+                               r.figures()["loss_pct"], r.rounds))
     return tuple(out)
 
 
-def _row(agent: data.AgentInfo, zone_name: str, target_id: str, target: data.TargetInfo | None,
-         by_probe: dict[str, list[HourRow]], days: LocalDays, window: HourWindow,
-         offpeak: HourWindow) -> PeakRow:
-    rtt_probe = next((p for p in RTT_PROBES if by_probe.get(p)), None)
-    rtt = by_probe.get(rtt_probe, []) if rtt_probe else []
-
-    def within(rows: Sequence[HourRow], w: HourWindow) -> list[HourRow]:
-        return [r for r in rows if w.contains(days.local(r.hour).hour)]
-
-    tcp, sse = by_probe.get(TCP, []), by_probe.get(SSE, [])
-    peak = _window(within(rtt, window), within(tcp, window), within(sse, window))
-    off = _window(within(rtt, offpeak), within(tcp, offpeak), within(sse, offpeak))
-    return PeakRow(agent=agent.id, region=agent.region, timezone=zone_name, target=target_id,
+def _row(agent: data.AgentInfo, zone: ZoneInfo, target_id: str, target: data.TargetInfo | None,
+         by_probe: dict[str, Entry], window: HourWindow, offpeak: HourWindow) -> PeakRow:
+    rtt_probe = next((p for p in RTT_PROBES if p in by_probe), None)
+    rtt = by_probe.get(rtt_probe) if rtt_probe else None
+    tcp, sse = by_probe.get(TCP), by_probe.get(SSE)
+    rtt_peak = _merged(rtt, window.hours)
+    peak = _window(rtt_peak, _merged(tcp, window.hours), _merged(sse, window.hours))
+    off = _window(_merged(rtt, offpeak.hours), _merged(tcp, offpeak.hours), _merged(sse, offpeak.hours))
+    return PeakRow(agent=agent.id, region=agent.region, timezone=str(zone.key), target=target_id,
                    datacenter=target.datacenter if target else None, line=target.line if target else None,
                    detected_line=None, rtt_probe=rtt_probe, peak=peak, offpeak=off,
-                   worst_hour=_worst_hour(within(rtt, window), days), degradation=_degradation(peak, off),
-                   profile=_profile(rtt, days))
+                   worst_hour=_worst_hour(rtt_peak, zone), degradation=_degradation(peak, off),
+                   profile=_profile(rtt))
+
+
+async def _agent_series(store: Store, agent: str, local: LocalDays, known_targets: Iterable[str],
+                        windows: Sequence[HourWindow]) -> dict[str, dict[str, Entry]]:
+    """Per target, per probe: what the report reads of one agent's local days. The RTT probe by every
+    hour of day (the profile); tcp and sse only in the windows; mtr only where there is no icmp."""
+    in_windows = sorted({h for w in windows for h in w.hours})
+    got = await store.local_days(agent, local.zone, local.first, local.now, (RTT_PROBES[0], TCP, SSE),
+                                 hours_of_day={TCP: in_windows, SSE: in_windows})
+    with_icmp = {t for t, p in got if p == RTT_PROBES[0]}
+    others = sorted(set(known_targets) - with_icmp)
+    if others:
+        got.update(await store.local_days(agent, local.zone, local.first, local.now, RTT_PROBES[1:],
+                                          targets=others))
+    out: dict[str, dict[str, Entry]] = defaultdict(dict)
+    for (target, probe), entry in got.items():
+        out[target][probe] = entry
+    return out
 
 
 async def compute(store: Store, days: int = DEFAULT_DAYS, window: HourWindow | str = DEFAULT_WINDOW,
                   offpeak: HourWindow | str = DEFAULT_OFFPEAK, agent: str | None = None,
                   region: str | None = None, now: datetime | None = None) -> PeakReport:
-    """The whole report: rows ranked within each region, ordered by region, rank, agent, target."""
+    """The whole report: rows ranked within each region, ordered by region, rank, agent, target.
+    Reads the prefix rollups: a few rows per series whatever `days` is (netprobe.store.prefix)."""
     win, off = window_of(window, "--window"), window_of(offpeak, "--offpeak")
     if days < 1:
         raise ValueError(f"days must be at least 1, got {days}")
@@ -239,14 +282,10 @@ async def compute(store: Store, days: int = DEFAULT_DAYS, window: HourWindow | s
             continue
         zone, problem = zone_of(info.timezone)
         local = last_days(zone, days, now)
-        hours = await store.hourly(info.id, None, None, local.start, local.now)
-        grouped: dict[str, dict[str, list[HourRow]]] = defaultdict(lambda: defaultdict(list))
-        for h in hours:
-            if local.contains(h.hour):
-                grouped[h.target_id][h.probe].append(h)
+        grouped = await _agent_series(store, info.id, local, target_info, (win, off))
         if grouped and problem:
             warnings.append(f"agent {info.id}: {problem}; its windows are taken in UTC")
-        rows += [_row(info, str(zone.key), tid, target_info.get(tid), probes, local, win, off)
+        rows += [_row(info, zone, tid, target_info.get(tid), probes, win, off)
                  for tid, probes in sorted(grouped.items())]
     lines = await data.detected_lines(store, [(r.agent, r.target) for r in rows], now)
     rows = [replace(r, detected_line=lines[(r.agent, r.target)].label) if (r.agent, r.target) in lines else r

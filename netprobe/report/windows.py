@@ -15,9 +15,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from netprobe.errors import UsageError
+from netprobe.zones import zone_of as zone_of
 
 _WINDOW = re.compile(r"\s*(\d{1,2})\s*-\s*(\d{1,2})\s*")
 
@@ -73,16 +74,6 @@ DEFAULT_OFFPEAK = HourWindow(3, 6)
 
 def window_of(value: HourWindow | str, option: str) -> HourWindow:
     return value if isinstance(value, HourWindow) else HourWindow.parse(value, option)
-
-
-def zone_of(name: str | None) -> tuple[ZoneInfo, str | None]:
-    """The agent's zone, or UTC with the reason when it has none or an unknown one."""
-    if not name:
-        return ZoneInfo("UTC"), "no time zone recorded"
-    try:
-        return ZoneInfo(name), None
-    except (ZoneInfoNotFoundError, ValueError):
-        return ZoneInfo("UTC"), f"unknown time zone {name!r}"
 
 
 @dataclass(frozen=True, slots=True)

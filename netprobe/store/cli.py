@@ -39,10 +39,33 @@ async def _upgrade(db: str | None) -> None:
     store = await open_store(db)
     try:
         revision = await store.revision()
+        folded = await store.fold_rollups()      # backfills the prefix rollups of an existing database
     finally:
         await store.close()
     head = " (head)" if revision == head_revision() else ""
     typer.echo(f"{store.url}: at revision {revision}{head}")
+    if folded.rows:
+        typer.echo(f"prefix rollups: {folded.rows} rows for {folded.series} series folded")
+
+
+@app.command("rebuild-rollups")
+def rebuild_rollups(db: DbOption = None) -> None:
+    """Rebuild the reports' prefix rollups from the hourly rollups (after a restore, or to check them)."""
+    asyncio.run(_rebuild(db))
+
+
+async def _rebuild(db: str | None) -> None:
+    from netprobe.store.store import open_store
+
+    store = await open_store(db)
+    try:
+        await store.clear_prefix()
+        folded = await store.fold_rollups()
+    finally:
+        await store.close()
+    typer.echo(f"{store.url}: {folded.rows} prefix rows for {folded.series} series"
+               + (f"; not folded (sketch of another accuracy): {', '.join(folded.skipped)}"
+                  if folded.skipped else ""))
 
 
 @app.command("import")

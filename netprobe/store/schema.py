@@ -115,6 +115,20 @@ rollups_hourly = Table(
     Column("updated_at", UTCDateTime(), nullable=False),
     Column("extras", Text),                # probe-specific sums, JSON {"name": [sum, count]} (0002)
     Index("ix_rollups_hourly_hour", "hour"),
+    Index("ix_rollups_hourly_agent_probe_hour", "agent_id", "probe", "hour"),     # 0004
+)
+
+rollups_prefix = Table(
+    "rollups_prefix", metadata,      # everything before folded_until, by local hour of day (0004)
+    Column("agent_id", String(ID), primary_key=True),
+    Column("target_id", String(ID), primary_key=True),
+    Column("probe", String(32), primary_key=True),
+    Column("folded_until", UTCDateTime(), primary_key=True),
+    Column("zone", String(64), nullable=False),
+    Column("hours", Integer, nullable=False),
+    Column("payload", Text, nullable=False),   # netprobe.store.prefix: sums by local hour, JSON
+    *(Column(f"l{k}", Text) for k in range(10)),   # sparse table: extremes over the 2^k days ending here
+    Column("updated_at", UTCDateTime(), nullable=False),
 )
 
 path_changes = Table(

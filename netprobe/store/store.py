@@ -10,8 +10,9 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import orjson
 from alembic.util import CommandError
@@ -24,7 +25,7 @@ from sqlalchemy.sql.dml import Insert
 
 from netprobe.errors import StorageError
 from netprobe.results import utc_now
-from netprobe.store import events, migrate, outbox
+from netprobe.store import events, migrate, outbox, prefix_sql
 from netprobe.store.engine import READ_ONLY, create_engine, mapped_errors
 from netprobe.store.envelopes import Envelope, parse_envelopes
 from netprobe.store.rollups import HourKey, HourRow, Rollup, WindowStats, accumulate, hour_of, merge_hours
@@ -110,6 +111,14 @@ class WriteStats:
     duplicates: int      # ids already stored, or repeated within the batch
     expired: int = 0     # older than the retention horizon: cannot be told apart from a replay, dropped
     outbox_dropped: int = 0  # oldest outbox rows dropped to keep it within its cap
+
+
+def _first_hours(deltas: Mapping[HourKey, Rollup]) -> dict[prefix_sql.Series, datetime]:
+    first: dict[prefix_sql.Series, datetime] = {}
+    for a, t, p, h in deltas:
+        if (a, t, p) not in first or h < first[(a, t, p)]:
+            first[(a, t, p)] = h
+    return first
 
 
 def _aware(ts: datetime, name: str) -> datetime:
@@ -205,7 +214,9 @@ class Store:
                 refs = await self._upsert_refs(conn, fresh, now)
                 inserted = await self._insert_results(conn, fresh, now, source, positions)
                 new = [e for e in fresh if e.id in inserted]
-                await self._apply_rollups(conn, accumulate(new), now)
+                deltas = accumulate(new)
+                await self._apply_rollups(conn, deltas, now)
+                await prefix_sql.invalidate(conn, self.dialect, _first_hours(deltas), now)
                 await events.record_new(conn, new)
                 if outbox_cap is not None:
                     await outbox.enqueue(conn, [(e.id, e.raw) for e in new], now)
@@ -373,6 +384,33 @@ class Store:
                 stmt = stmt.on_conflict_do_update(index_elements=["key"], set_={"value": stmt.excluded.value})
                 await conn.execute(stmt, {"key": _HORIZON, "value": cutoff.isoformat()})
             return int(deleted.rowcount)
+
+    async def fold_rollups(self, now: datetime | None = None, *, chunk: int = 50) -> prefix_sql.FoldStats:
+        """Fold the hours that are over into the prefix rollups (netprobe.store.prefix); a transaction
+        per `chunk` series, so a first fold of a large database does not hold writers up."""
+        now = _aware(now, "now") if now is not None else utc_now()
+        stats = prefix_sql.FoldStats()
+        async with self._read("planning the rollup fold of") as conn:
+            series, marker = await prefix_sql.fold_plan(conn)
+        for i in range(0, len(series), chunk):
+            async with self._write("folding rollups in") as conn:
+                await prefix_sql.fold(conn, self.dialect, series[i:i + chunk], now, stats)
+        async with self._write("folding rollups in") as conn:
+            await prefix_sql.fold_done(conn, marker)
+        return stats
+
+    async def clear_prefix(self) -> None:
+        async with self._write("clearing the prefix rollups of") as conn:
+            await prefix_sql.clear(conn)
+
+    async def local_days(self, agent_id: str, zone: ZoneInfo, first: date, now: datetime,
+                         probes: Sequence[str], targets: Sequence[str] | None = None,
+                         hours_of_day: Mapping[str, Sequence[int]] | None = None) -> prefix_sql.Days:
+        """Per (target, probe) of one agent, its sums and extremes by local hour of day over the local
+        days from `first` to `now` (prefix rows where folded, hourly rows after)."""
+        async with self._read("reading rollups from") as conn:
+            return await prefix_sql.local_days(conn, agent_id, zone, first, _aware(now, "now"), probes,
+                                               targets, hours_of_day)
 
     # -- reading ----------------------------------------------------------------------------------
     async def hourly(self, agent_id: str | None, target_id: str | None, probe: str | None,

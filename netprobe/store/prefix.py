@@ -1,0 +1,307 @@
+"""Prefix rollups: a report over any run of local days costs a few rows per series, not one per hour.
+
+For each agent × target × probe, the fold writes one row per local day (in the agent's zone) from the
+first day with data on: `folded_until` is the local midnight ending that day (or, for the newest row,
+the last folded hour), and the row holds, per local hour of day (0–23):
+
+- the *sums* of every hour before `folded_until` (counters, sketch bins, extras): counts subtract, so
+  the days [first, last] are row(last) − row(first − 1);
+- for min, max and the worst hour, which do not subtract, a sparse table: level k holds them over the
+  2^k days ending with the row's day, so any run of n days is two overlapping lookups at
+  k = ⌊log₂ n⌋ (columns l0…l9: runs of up to 1,024 days).
+
+Hours are folded once they are over (FOLD_LAG); a write into an hour that is already folded deletes
+the series' rows from that hour on (Store.write), and the next fold rebuilds them. Readers add the
+hours after the newest row from `rollups_hourly`, so what they see is always exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import orjson
+from ddsketch import DDSketch
+
+from netprobe.store import sketch as sketches
+from netprobe.store.rollups import HOUR, Rollup, hour_of
+
+LEVELS = 10                                   # 1, 2, 4, … 512 days
+FOLD_LAG = timedelta(hours=1)                 # an hour is folded once it has been over this long
+_COUNTERS = ("rounds", "error_rounds", "sent", "received", "duplicates", "loss_pct_sum", "loss_rounds",
+             "rtt_sum", "rtt_count", "jitter_sum", "jitter_count")
+_INTS = frozenset(("rounds", "error_rounds", "sent", "received", "duplicates", "loss_rounds", "rtt_count",
+                   "jitter_count"))
+_MAPPING = sketches.new_sketch()._mapping
+
+
+class ForeignSketch(ValueError):
+    """An hour's sketch was written with another mapping: its bins cannot be added to ours."""
+
+
+def _bins_add(off_a: int, a: list[float], off_b: int, b: Sequence[float],
+              sign: float) -> tuple[int, list[float]]:
+    if not b:
+        return off_a, a
+    if not a:
+        return off_b, [sign * x for x in b]
+    lo, hi = min(off_a, off_b), max(off_a + len(a), off_b + len(b))
+    if lo != off_a or hi != off_a + len(a):
+        out = [0.0] * (hi - lo)
+        out[off_a - lo:off_a - lo + len(a)] = a
+    else:
+        out = a
+    i = off_b - lo
+    for j, x in enumerate(b):
+        out[i + j] += sign * x
+    return lo, out
+
+
+def _trim(off: int, bins: list[float]) -> tuple[int, list[float]]:
+    first = next((i for i, c in enumerate(bins) if c), len(bins))
+    last = len(bins)
+    while last > first and not bins[last - 1]:
+        last -= 1
+    return off + first, bins[first:last]
+
+
+@dataclass(slots=True)
+class Sums:
+    """One local hour of day's additive figures over some set of hours."""
+
+    hours: int = 0
+    c: list[float] = field(default_factory=lambda: [0.0] * len(_COUNTERS))
+    pos_off: int = 0
+    pos: list[float] = field(default_factory=list)
+    neg_off: int = 0
+    neg: list[float] = field(default_factory=list)
+    zero: float = 0.0
+    extras: dict[str, list[float]] = field(default_factory=dict)
+
+    def add_hour(self, r: Rollup) -> None:
+        self.hours += 1
+        c = self.c
+        for i, name in enumerate(_COUNTERS):
+            c[i] += getattr(r, name)
+        s = r.sketch
+        if s is not None and s.count:
+            m = s._mapping
+            if m.gamma != _MAPPING.gamma or m._offset != _MAPPING._offset:
+                raise ForeignSketch("sketch mapping differs")
+            for store, attr in ((s._store, "pos"), (s._negative_store, "neg")):
+                if store.count:
+                    off, bins = _trim(store.offset, list(store.bins))
+                    cur_off = getattr(self, attr + "_off")
+                    new_off, new = _bins_add(cur_off, getattr(self, attr), off, bins, 1.0)
+                    setattr(self, attr + "_off", new_off)
+                    setattr(self, attr, new)
+            self.zero += s._zero_count
+        for name, (total, n) in r.extras.items():
+            slot = self.extras.setdefault(name, [0.0, 0])
+            slot[0] += total
+            slot[1] += n
+
+    def add(self, other: Sums, sign: float = 1.0) -> None:
+        self.hours += int(sign) * other.hours
+        c = self.c
+        for i, v in enumerate(other.c):
+            c[i] += sign * v
+        self.pos_off, self.pos = _bins_add(self.pos_off, self.pos, other.pos_off, other.pos, sign)
+        self.neg_off, self.neg = _bins_add(self.neg_off, self.neg, other.neg_off, other.neg, sign)
+        self.zero += sign * other.zero
+        for name, (total, n) in other.extras.items():
+            slot = self.extras.setdefault(name, [0.0, 0])
+            slot[0] += sign * total
+            slot[1] += sign * n
+        if sign < 0:
+            self.pos_off, self.pos = _trim(self.pos_off, self.pos)
+            self.neg_off, self.neg = _trim(self.neg_off, self.neg)
+            self.extras = {k: v for k, v in self.extras.items() if v[1]}
+
+    def copy(self) -> Sums:
+        return Sums(self.hours, list(self.c), self.pos_off, list(self.pos), self.neg_off, list(self.neg),
+                    self.zero, {k: list(v) for k, v in self.extras.items()})
+
+    def to_json(self) -> list[Any]:
+        return [self.hours, self.c, self.pos_off, self.pos, self.neg_off, self.neg, self.zero, self.extras]
+
+    @classmethod
+    def from_json(cls, d: Sequence[Any]) -> Sums:
+        return cls(int(d[0]), [float(x) for x in d[1]], int(d[2]), [float(x) for x in d[3]], int(d[4]),
+                   [float(x) for x in d[5]], float(d[6]), {k: [float(v[0]), v[1]] for k, v in d[7].items()})
+
+    def rollup(self, lo: float | None, hi: float | None) -> Rollup:
+        """The Rollup these sums stand for, with the exact min/max the caller knows."""
+        values: dict[str, Any] = {}
+        for name, v in zip(_COUNTERS, self.c, strict=True):
+            values[name] = round(v) if name in _INTS else v
+        r = Rollup(**values, rtt_min=lo, rtt_max=hi)
+        r.extras = {k: [v[0], round(v[1])] for k, v in self.extras.items()}
+        if self.pos or self.neg or self.zero:
+            r.sketch = _sketch(self.pos_off, self.pos, self.neg_off, self.neg, self.zero)
+        return r
+
+
+def _sketch(pos_off: int, pos: list[float], neg_off: int, neg: list[float], zero: float) -> DDSketch:
+    s = sketches.new_sketch()
+    for store, off, bins in ((s._store, pos_off, pos), (s._negative_store, neg_off, neg)):
+        if bins:
+            store.bins = list(bins)
+            store.offset = off
+            store.min_key = off
+            store.max_key = off + len(bins) - 1
+            store.count = sum(bins)
+    s._zero_count = zero
+    s._count = s._store.count + s._negative_store.count + zero
+    return s
+
+
+# -- min, max and the worst hour: what does not subtract ------------------------------------------------
+Extremes = list[Any]     # [rtt_min | None, rtt_max | None, worst_loss | None, worst_hour_epoch | None]
+
+
+def extremes_of(r: Rollup, hour: datetime) -> Extremes:
+    loss = 100.0 * (r.sent - r.received) / r.sent if r.sent else None
+    return [r.rtt_min if r.rtt_count else None, r.rtt_max if r.rtt_count else None,
+            loss, hour.timestamp() if loss is not None else None]
+
+
+def combine(a: Extremes | None, b: Extremes | None) -> Extremes | None:
+    """Min of mins, max of maxes, and the worst hour: most loss, the earliest of equals."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    lo = b[0] if a[0] is None else a[0] if b[0] is None else min(a[0], b[0])
+    hi = b[1] if a[1] is None else a[1] if b[1] is None else max(a[1], b[1])
+    if a[2] is None:
+        w = b[2:]
+    elif b[2] is None:
+        w = a[2:]
+    elif a[2] != b[2]:
+        w = a[2:] if a[2] > b[2] else b[2:]
+    else:
+        w = a[2:] if a[3] <= b[3] else b[2:]
+    return [lo, hi, *w]
+
+
+# -- rows --------------------------------------------------------------------------------------------------
+def midnight(day: date, zone: ZoneInfo) -> datetime:
+    """UTC instant of the local midnight that starts `day`."""
+    return datetime.combine(day, time(), tzinfo=zone).astimezone(UTC)
+
+
+def local_day(hour: datetime, zone: ZoneInfo) -> date:
+    return hour.astimezone(zone).date()
+
+
+@dataclass(slots=True)
+class PrefixRow:
+    """One stored row, decoded."""
+
+    folded_until: datetime
+    day: date                                     # the local day it ends (or, partial, is within)
+    sums: dict[int, Sums] | None                  # None: not fetched
+    levels: dict[int, dict[int, Extremes]]        # level -> local hour -> extremes (fetched levels only)
+
+
+def encode_sums(sums: Mapping[int, Sums]) -> str:
+    return orjson.dumps({str(h): s.to_json() for h, s in sums.items()}).decode()
+
+
+def decode_sums(text: str, only: Iterable[int] | None = None) -> dict[int, Sums]:
+    data = orjson.loads(text)
+    if only is None:
+        return {int(h): Sums.from_json(v) for h, v in data.items()}
+    return {h: Sums.from_json(data[str(h)]) for h in only if str(h) in data}
+
+
+def encode_level(level: Mapping[int, Extremes]) -> str:
+    return orjson.dumps({str(h): e for h, e in level.items()}).decode()
+
+
+def decode_level(text: str | None) -> dict[int, Extremes]:
+    if not text:
+        return {}
+    return {int(h): e for h, e in orjson.loads(text).items()}
+
+
+def level_for(days: int) -> int:
+    """k with 2^k ≤ days < 2^(k+1), capped at the deepest level (longer runs: not covered)."""
+    return min(days.bit_length() - 1, LEVELS - 1)
+
+
+def covers(days: int) -> bool:
+    return days <= 2 * (1 << (LEVELS - 1))
+
+
+class Folder:
+    """Builds the rows of one series from its hourly rows, oldest first, resuming after `start`."""
+
+    def __init__(self, zone: ZoneInfo, start: PrefixRow | None,
+                 history: Mapping[date, list[dict[int, Extremes]]]) -> None:
+        self.zone = zone
+        self.cum: dict[int, Sums] = {h: s.copy() for h, s in (start.sums or {}).items()} if start else {}
+        # levels of earlier days, by day (every level), for the sparse table of new days
+        self.history: dict[date, list[dict[int, Extremes]]] = dict(history)
+        self.day: date | None = None
+        self.today: dict[int, Extremes] = {}
+        if start is not None and start.folded_until != midnight(start.day + timedelta(days=1), zone):
+            # resuming inside a day: its extremes so far are level 0 of the partial row
+            self.day = start.day
+            self.today = dict(start.levels.get(0, {}))
+        self.out: list[tuple[datetime, date, dict[int, Sums], list[dict[int, Extremes]]]] = []
+
+    def _close(self, day: date, until: datetime) -> None:
+        levels: list[dict[int, Extremes]] = [dict(self.today)]
+        for k in range(1, LEVELS):
+            prev = self.history.get(day - timedelta(days=1 << (k - 1)))
+            older = prev[k - 1] if prev is not None else {}
+            mine = levels[k - 1]
+            merged: dict[int, Extremes] = {}
+            for h in set(mine) | set(older):
+                e = combine(mine.get(h), older.get(h))
+                if e is not None:
+                    merged[h] = e
+            levels.append(merged)
+        self.history[day] = levels
+        self.out.append((until, day, {h: s.copy() for h, s in self.cum.items()}, levels))
+
+    def add(self, hour: datetime, r: Rollup) -> None:
+        day = local_day(hour, self.zone)
+        if self.day is not None and day != self.day:
+            self._close(self.day, midnight(self.day + timedelta(days=1), self.zone))
+            d = self.day + timedelta(days=1)
+            while d < day:        # days without data get their row too: lookups go by day
+                self.today = {}
+                self._close(d, midnight(d + timedelta(days=1), self.zone))
+                d += timedelta(days=1)
+            self.today = {}
+        self.day = day
+        h = hour.astimezone(self.zone).hour
+        slot = self.cum.get(h)
+        if slot is None:
+            slot = self.cum[h] = Sums()
+        slot.add_hour(r)
+        e = combine(self.today.get(h), extremes_of(r, hour))
+        if e is not None:
+            self.today[h] = e
+
+    def finish(self, until: datetime) -> None:
+        """The rows for the days folded; the last one partial unless `until` is its day's end."""
+        if self.day is None:
+            return
+        end = midnight(self.day + timedelta(days=1), self.zone)
+        self._close(self.day, min(end, until))
+
+
+def fold_until(now: datetime) -> datetime:
+    return hour_of(now - FOLD_LAG)
+
+
+__all__ = ["FOLD_LAG", "HOUR", "LEVELS", "Extremes", "Folder", "ForeignSketch", "PrefixRow", "Sums",
+           "combine", "covers", "decode_level", "decode_sums", "encode_level", "encode_sums", "extremes_of",
+           "fold_until", "level_for", "local_day", "midnight"]

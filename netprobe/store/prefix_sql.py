@@ -1,0 +1,318 @@
+"""The SQL of prefix rollups (netprobe.store.prefix): fold hourly rows in, invalidate on late writes, and
+answer "these local days of this agent" per series from a few rows."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from sqlalchemy import bindparam, delete, func, select, text, tuple_
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from netprobe.store.prefix import (
+    LEVELS,
+    Extremes,
+    Folder,
+    ForeignSketch,
+    PrefixRow,
+    Sums,
+    combine,
+    covers,
+    decode_level,
+    decode_sums,
+    encode_level,
+    encode_sums,
+    extremes_of,
+    fold_until,
+    level_for,
+    local_day,
+    midnight,
+)
+from netprobe.store.rollups import HourRow, hour_of
+from netprobe.store.schema import agents, rollups_hourly, rollups_prefix, store_meta
+from netprobe.zones import zone_of
+
+_P = rollups_prefix.c
+_H = rollups_hourly.c
+_REFOLD = "prefix_refold_from"     # store_meta: a late write emptied some series before this instant
+_FOLD_LOCK = 0x6E70_0002            # PostgreSQL advisory lock: a fold vs. late writers
+Series = tuple[str, str, str]       # agent_id, target_id, probe
+_LEVEL_COLS = [getattr(_P, f"l{k}") for k in range(LEVELS)]
+
+
+def _day_of(fu: datetime, zone: ZoneInfo) -> date:
+    return local_day(fu - timedelta(microseconds=1), zone)
+
+
+def _row(r: Any, zone: ZoneInfo, sums: bool, levels: Iterable[int]) -> PrefixRow:
+    return PrefixRow(folded_until=r.folded_until, day=_day_of(r.folded_until, zone),
+                     sums=decode_sums(r.payload) if sums else None,
+                     levels={k: decode_level(getattr(r, f"l{k}")) for k in levels})
+
+
+def _partial(row: PrefixRow, zone: ZoneInfo) -> bool:
+    return row.folded_until != midnight(row.day + timedelta(days=1), zone)
+
+
+# -- writers -------------------------------------------------------------------------------------------
+async def invalidate(conn: AsyncConnection, dialect: str, first_hours: Mapping[Series, datetime],
+                     now: datetime) -> None:
+    """A write into hours that a fold may already hold: drop those series' rows from that hour on
+    (the next fold rebuilds them). Hours of the current hour onwards are never folded: no work."""
+    late = {s: h for s, h in first_hours.items() if h < hour_of(now)}
+    if not late:
+        return
+    if dialect == "postgresql":     # ordered with a running fold (it holds the lock exclusively)
+        await conn.execute(text("SELECT pg_advisory_xact_lock_shared(:k)"), {"k": _FOLD_LOCK})
+    oldest = min(late.values())
+    newer = (await conn.execute(select(func.max(_P.folded_until)))).scalar()
+    if newer is None or newer <= oldest:
+        return
+    stmt = delete(rollups_prefix).where(
+        _P.agent_id == bindparam("a"), _P.target_id == bindparam("t"), _P.probe == bindparam("p"),
+        _P.folded_until > bindparam("h", type_=_P.folded_until.type))
+    await conn.execute(stmt, [{"a": a, "t": t, "p": p, "h": h} for (a, t, p), h in sorted(late.items())])
+    marker = (await conn.execute(select(store_meta.c.value).where(store_meta.c.key == _REFOLD))).scalar()
+    if marker is None or datetime.fromisoformat(marker) > oldest:
+        await _set_meta(conn, dialect, _REFOLD, oldest.isoformat())
+
+
+async def _set_meta(conn: AsyncConnection, dialect: str, key: str, value: str) -> None:
+    from sqlalchemy.dialects.postgresql import insert as pg_insert
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    ins = (pg_insert if dialect == "postgresql" else sqlite_insert)(store_meta)
+    await conn.execute(ins.on_conflict_do_update(index_elements=["key"], set_={"value": ins.excluded.value}),
+                       {"key": key, "value": value})
+
+
+# -- the fold ------------------------------------------------------------------------------------------
+@dataclass
+class FoldStats:
+    series: int = 0
+    rows: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+
+async def fold_plan(conn: AsyncConnection) -> tuple[list[Series], str | None]:
+    """The series with hours to fold (those with hours after their newest row, or without rows), and
+    the refold marker as read (cleared by fold_done only if no late write moved it since)."""
+    marker = (await conn.execute(select(store_meta.c.value).where(store_meta.c.key == _REFOLD))).scalar()
+    newest = (await conn.execute(select(_P.agent_id, _P.target_id, _P.probe, func.max(_P.folded_until))
+                                 .group_by(_P.agent_id, _P.target_id, _P.probe))).all()
+    since = min((r[3] for r in newest), default=None)
+    if since is not None and marker is not None:
+        since = min(since, datetime.fromisoformat(marker))
+    q = select(_H.agent_id, _H.target_id, _H.probe).group_by(_H.agent_id, _H.target_id, _H.probe)
+    if since is not None:
+        q = q.where(_H.hour >= since)
+    series = {(r[0], r[1], r[2]) for r in await conn.execute(q)}
+    return sorted(series), marker
+
+
+async def clear(conn: AsyncConnection) -> None:
+    await conn.execute(delete(rollups_prefix))
+
+
+async def fold_done(conn: AsyncConnection, marker: str | None) -> None:
+    if marker is not None:
+        await conn.execute(delete(store_meta).where(store_meta.c.key == _REFOLD,
+                                                    store_meta.c.value == marker))
+
+
+async def fold(conn: AsyncConnection, dialect: str, series: Sequence[Series], now: datetime,
+               stats: FoldStats) -> None:
+    """Fold every hour of these series that ended FOLD_LAG ago into their prefix rows."""
+    if dialect == "postgresql":
+        await conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _FOLD_LOCK})
+    else:   # take SQLite's write lock first, so what we read is what we build on
+        await _set_meta(conn, dialect, "prefix_fold_at", now.isoformat())
+    until = fold_until(now)
+    ids = sorted({s[0] for s in series})
+    zones = {r.id: zone_of(r.timezone)[0]
+             for r in await conn.execute(select(agents.c.id, agents.c.timezone).where(agents.c.id.in_(ids)))}
+    for s in series:
+        zone = zones.get(s[0])
+        if zone is not None:
+            await _fold_series(conn, s, zone, until, stats)
+
+
+async def _fold_series(conn: AsyncConnection, series: Series, zone: ZoneInfo, until: datetime,
+                       stats: FoldStats) -> None:
+    agent_id, target_id, probe = series
+    mine = (_P.agent_id == agent_id, _P.target_id == target_id, _P.probe == probe)
+    newest = select(rollups_prefix).where(*mine).order_by(_P.folded_until.desc()).limit(1)
+    r = (await conn.execute(newest)).first()
+    start: PrefixRow | None = None
+    if r is not None and r.zone != str(zone.key):   # the agent moved zone: rebuild from the start
+        await conn.execute(delete(rollups_prefix).where(*mine))
+    elif r is not None:
+        start = _row(r, zone, True, (0,))
+    q = select(rollups_hourly).where(_H.agent_id == agent_id, _H.target_id == target_id, _H.probe == probe,
+                                     _H.hour < until)
+    if start is not None:
+        q = q.where(_H.hour >= start.folded_until)
+    hours = [HourRow.from_row(dict(m)) for m in (await conn.execute(q.order_by(_H.hour))).mappings()]
+    if not hours:
+        return
+    if start is None:
+        first_day = local_day(hours[0].hour, zone)
+    else:
+        first_day = start.day if _partial(start, zone) else start.day + timedelta(days=1)
+    last_day = local_day(hours[-1].hour, zone)
+    span = _days(first_day, last_day)
+    wanted = sorted({d - timedelta(days=1 << j) for d in span for j in range(LEVELS - 1)} - set(span))
+    history: dict[date, list[dict[int, Extremes]]] = {}
+    if start is not None and wanted:
+        fus = [midnight(d + timedelta(days=1), zone) for d in wanted]
+        for i in range(0, len(fus), 500):
+            rows = await conn.execute(select(_P.folded_until, *_LEVEL_COLS).where(
+                *mine, _P.folded_until.in_(fus[i:i + 500])))
+            for lv in rows:
+                history[_day_of(lv.folded_until, zone)] = [decode_level(getattr(lv, f"l{k}"))
+                                                          for k in range(LEVELS)]
+    folder = Folder(zone, start, history)
+    try:
+        for h in hours:
+            folder.add(h.hour, h.rollup)
+    except ForeignSketch:
+        stats.skipped.append("/".join(series))
+        return
+    folder.finish(until)
+    if start is not None and _partial(start, zone):
+        await conn.execute(delete(rollups_prefix).where(*mine, _P.folded_until == start.folded_until))
+    stamp = datetime.now(UTC)
+    rows_out = [{"agent_id": agent_id, "target_id": target_id, "probe": probe, "folded_until": fu,
+                 "zone": str(zone.key), "hours": sum(s.hours for s in sums.values()),
+                 "payload": encode_sums(sums), "updated_at": stamp,
+                 **{f"l{k}": encode_level(levels[k]) for k in range(LEVELS)}}
+                for fu, _day, sums, levels in folder.out]
+    for i in range(0, len(rows_out), 200):
+        await conn.execute(rollups_prefix.insert(), rows_out[i:i + 200])
+    stats.series += 1
+    stats.rows += len(rows_out)
+
+
+def _days(first: date, last: date) -> list[date]:
+    return [first + timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+# -- the question the report asks ----------------------------------------------------------------------
+Days = dict[tuple[str, str], tuple[dict[int, Sums], dict[int, Extremes]]]
+
+
+async def local_days(conn: AsyncConnection, agent_id: str, zone: ZoneInfo, first: date, now: datetime,
+                     probes: Sequence[str], targets: Sequence[str] | None = None,
+                     hours_of_day: Mapping[str, Sequence[int]] | None = None
+                     ) -> Days:
+    """Per (target, probe) of this agent: sums and extremes per local hour of day over the hours whose
+    local date is ≥ `first` and that started before `now` (so: the last N local days, today included).
+    `hours_of_day`: per probe, the only hours of day wanted (None: all 24)."""
+    start = midnight(first, zone)
+    cond = [_P.agent_id == agent_id, _P.probe.in_(probes), _P.zone == str(zone.key)]
+    if targets is not None:
+        cond.append(_P.target_id.in_(targets))
+    last_q = (select(_P.target_id, _P.probe, func.max(_P.folded_until).label("fu"))
+              .where(*cond, _P.folded_until <= now).group_by(_P.target_id, _P.probe))
+    before_q = (select(_P.target_id, _P.probe, func.max(_P.folded_until).label("fu"))
+                .where(*cond, _P.folded_until <= start).group_by(_P.target_id, _P.probe))
+    first_q = (select(_P.target_id, _P.probe, func.min(_P.folded_until).label("fu"))
+               .where(*cond).group_by(_P.target_id, _P.probe))
+    lasts = {(r.target_id, r.probe): r.fu for r in await conn.execute(last_q)}
+    befores = {(r.target_id, r.probe): r.fu for r in await conn.execute(before_q)}
+    firsts = {(r.target_id, r.probe): r.fu for r in await conn.execute(first_q)}
+
+    # Which rows to read, per series: L (sums + extremes at its day), B (sums before the first day),
+    # R (extremes of the 2^k days starting at the first day).
+    plan: dict[tuple[str, str], dict[str, Any]] = {}
+    for key, fu_last in lasts.items():
+        if fu_last <= start:
+            continue                  # folded only up to before these days: all from hourly rows
+        d_last = _day_of(fu_last, zone)
+        d_first = first
+        fu_before = befores.get(key)
+        if fu_before is None:         # no data before the first day: start at the series' first day
+            d_first = max(first, _day_of(firsts[key], zone))
+        n = (d_last - d_first).days + 1
+        if n < 1 or not covers(n):
+            continue
+        k = level_for(n)
+        fu_r = midnight(d_first + timedelta(days=(1 << k)), zone)
+        plan[key] = {"L": fu_last, "B": fu_before, "R": fu_r if fu_r < fu_last else fu_last, "k": k}
+    wanted: dict[tuple[str, str, datetime], set[str]] = defaultdict(set)
+    for key, p in plan.items():
+        wanted[(*key, p["L"])].add("sums")
+        wanted[(*key, p["L"])].add(f"l{p['k']}")
+        if p["B"] is not None:
+            wanted[(*key, p["B"])].add("sums")
+        wanted[(*key, p["R"])].add(f"l{p['k']}")
+    fetched: dict[tuple[str, str, datetime], Any] = {}
+    if wanted:
+        keys = sorted(wanted)
+        for i in range(0, len(keys), 500):
+            chunk = keys[i:i + 500]
+            q = select(_P.target_id, _P.probe, _P.folded_until, _P.payload, *_LEVEL_COLS).where(
+                _P.agent_id == agent_id, tuple_(_P.target_id, _P.probe, _P.folded_until).in_(chunk))
+            for r in await conn.execute(q):
+                fetched[(r.target_id, r.probe, r.folded_until)] = r
+
+    out: Days = {}
+    tails: dict[tuple[str, str], datetime] = {}
+    for key, p in plan.items():
+        only = (hours_of_day or {}).get(key[1])
+        lrow, rrow = fetched.get((*key, p["L"])), fetched.get((*key, p["R"]))
+        brow = fetched.get((*key, p["B"])) if p["B"] is not None else None
+        if lrow is None or rrow is None or (p["B"] is not None and brow is None):
+            continue                  # a fold or a late write in between: read the hours instead
+        sums = decode_sums(lrow.payload, only)
+        if brow is not None:
+            for h, s in decode_sums(brow.payload, only).items():
+                sums.setdefault(h, Sums()).add(s, -1.0)
+        lk, rk = decode_level(getattr(lrow, f"l{p['k']}")), decode_level(getattr(rrow, f"l{p['k']}"))
+        ext: dict[int, Extremes] = {}
+        for h in set(lk) | set(rk):
+            if only is not None and h not in only:
+                continue
+            e = combine(lk.get(h), rk.get(h))
+            if e is not None:
+                ext[h] = e
+        out[key] = (sums, ext)
+        tails[key] = p["L"]
+    # Hours after each series' newest row, or every hour for series without usable rows.
+    pending: dict[datetime, list[tuple[str, str]]] = defaultdict(list)
+    for key, fu in tails.items():
+        pending[fu].append(key)
+    hq = select(rollups_hourly).where(_H.agent_id == agent_id, _H.probe.in_(probes), _H.hour < now)
+    if targets is not None:
+        hq = hq.where(_H.target_id.in_(targets))
+    queries = [hq.where(_H.hour >= fu, tuple_(_H.target_id, _H.probe).in_(keys))
+               for fu, keys in pending.items()]
+    all_keys = [k for ks in pending.values() for k in ks]
+    rest = hq.where(_H.hour >= start)
+    if all_keys:
+        rest = rest.where(tuple_(_H.target_id, _H.probe).not_in(all_keys))
+    queries.append(rest)
+    for q in queries:
+        for m in (await conn.execute(q)).mappings():
+            hour = m["hour"]
+            if local_day(hour, zone) < first:
+                continue
+            key = (m["target_id"], m["probe"])
+            h = hour.astimezone(zone).hour
+            only = (hours_of_day or {}).get(key[1])
+            if only is not None and h not in only:
+                continue
+            sums_, ext_ = out.setdefault(key, ({}, {}))
+            hr = HourRow.from_row(dict(m)).rollup
+            sums_.setdefault(h, Sums()).add_hour(hr)
+            e = combine(ext_.get(h), extremes_of(hr, hour))
+            if e is not None:
+                ext_[h] = e
+    return {k: v for k, v in out.items() if any(s.hours for s in v[0].values())}
+
+
+__all__ = ["Days", "FoldStats", "clear", "fold", "fold_done", "fold_plan", "invalidate", "local_days"]

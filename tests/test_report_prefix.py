@@ -79,7 +79,8 @@ async def test_a_late_write_into_folded_hours_is_seen_at_once_and_folded_again(t
     await _same_both_ways(hourly, folded)
     report = await _report(folded, days=7)
     row = next(r for r in report["rows"] if r["agent"] == "sh-ct-1" and r["target"] == "hk-cn2")
-    assert row["worst_hour"]["hour"] == late_at.replace(minute=0).astimezone(ZoneInfo("Asia/Shanghai")).isoformat()
+    shanghai = ZoneInfo("Asia/Shanghai")
+    assert row["worst_hour"]["hour"] == late_at.replace(minute=0).astimezone(shanghai).isoformat()
     store = await open_store(folded)
     try:
         stats = await store.fold_rollups()

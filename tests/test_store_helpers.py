@@ -15,8 +15,8 @@ from netprobe.results import IcmpResult, envelope
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store.schema import metadata
 
-TABLES = {"agents", "targets", "probe_results", "rollups_hourly", "rollups_prefix", "path_changes", "alert_states",
-          "outbox"}
+TABLES = {"agents", "targets", "probe_results", "rollups_hourly", "rollups_prefix", "path_changes",
+          "alert_states", "outbox"}
 AGENT = {"id": "sh-ct-1", "region": "cn-east", "isp": "telecom", "timezone": "Asia/Shanghai"}
 TARGET = {"id": "hk-cn2", "host": "hk1.example.net", "datacenter": "hk", "line": "cn2-gia"}
 

@@ -81,28 +81,29 @@ class Sums:
     zero: float = 0.0
     extras: dict[str, list[float]] = field(default_factory=dict)
 
-    def add_hour(self, r: Rollup) -> None:
+    def add_row(self, row: Mapping[Any, Any]) -> None:
+        """One more rollups_hourly row, straight from its columns and sketch JSON: no DDSketch built."""
         self.hours += 1
         c = self.c
         for i, name in enumerate(_COUNTERS):
-            c[i] += getattr(r, name)
-        s = r.sketch
-        if s is not None and s.count:
-            m = s._mapping
-            if m.gamma != _MAPPING.gamma or m._offset != _MAPPING._offset:
+            c[i] += row[name]
+        text = row["sketch"]
+        if text:
+            d = orjson.loads(text)
+            if d.get("v") != sketches.FORMAT or d["gamma"] != _MAPPING.gamma \
+                    or d["index_offset"] != _MAPPING._offset:
                 raise ForeignSketch("sketch mapping differs")
-            for store, attr in ((s._store, "pos"), (s._negative_store, "neg")):
-                if store.count:
-                    off, bins = _trim(store.offset, list(store.bins))
-                    cur_off = getattr(self, attr + "_off")
-                    new_off, new = _bins_add(cur_off, getattr(self, attr), off, bins, 1.0)
-                    setattr(self, attr + "_off", new_off)
-                    setattr(self, attr, new)
-            self.zero += s._zero_count
-        for name, (total, n) in r.extras.items():
-            slot = self.extras.setdefault(name, [0.0, 0])
-            slot[0] += total
-            slot[1] += n
+            pos, neg = d["pos"], d["neg"]
+            if pos["counts"]:
+                self.pos_off, self.pos = _bins_add(self.pos_off, self.pos, pos["offset"], pos["counts"], 1.0)
+            if neg["counts"]:
+                self.neg_off, self.neg = _bins_add(self.neg_off, self.neg, neg["offset"], neg["counts"], 1.0)
+            self.zero += d["zero"]
+        if row.get("extras"):
+            for name, (total, n) in orjson.loads(row["extras"]).items():
+                slot = self.extras.setdefault(name, [0.0, 0])
+                slot[0] += total
+                slot[1] += n
 
     def add(self, other: Sums, sign: float = 1.0) -> None:
         self.hours += int(sign) * other.hours
@@ -163,10 +164,12 @@ def _sketch(pos_off: int, pos: list[float], neg_off: int, neg: list[float], zero
 Extremes = list[Any]     # [rtt_min | None, rtt_max | None, worst_loss | None, worst_hour_epoch | None]
 
 
-def extremes_of(r: Rollup, hour: datetime) -> Extremes:
-    loss = 100.0 * (r.sent - r.received) / r.sent if r.sent else None
-    return [r.rtt_min if r.rtt_count else None, r.rtt_max if r.rtt_count else None,
-            loss, hour.timestamp() if loss is not None else None]
+def extremes_of(row: Mapping[Any, Any]) -> Extremes:
+    """Of one rollups_hourly row: its min, max, and its loss as a worst-hour candidate."""
+    sent, received, n = row["sent"], row["received"], row["rtt_count"]
+    loss = 100.0 * (sent - received) / sent if sent else None     # as netprobe.stats.loss_pct
+    return [row["rtt_min"] if n else None, row["rtt_max"] if n else None,
+            loss, row["hour"].timestamp() if loss is not None else None]
 
 
 def combine(a: Extremes | None, b: Extremes | None) -> Extremes | None:
@@ -270,7 +273,9 @@ class Folder:
         self.history[day] = levels
         self.out.append((until, day, {h: s.copy() for h, s in self.cum.items()}, levels))
 
-    def add(self, hour: datetime, r: Rollup) -> None:
+    def add(self, row: Mapping[Any, Any]) -> None:
+        """The next rollups_hourly row of the series (oldest first)."""
+        hour: datetime = row["hour"]
         day = local_day(hour, self.zone)
         if self.day is not None and day != self.day:
             self._close(self.day, midnight(self.day + timedelta(days=1), self.zone))
@@ -285,8 +290,8 @@ class Folder:
         slot = self.cum.get(h)
         if slot is None:
             slot = self.cum[h] = Sums()
-        slot.add_hour(r)
-        e = combine(self.today.get(h), extremes_of(r, hour))
+        slot.add_row(row)
+        e = combine(self.today.get(h), extremes_of(row))
         if e is not None:
             self.today[h] = e
 

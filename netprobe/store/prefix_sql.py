@@ -32,7 +32,7 @@ from netprobe.store.prefix import (
     local_day,
     midnight,
 )
-from netprobe.store.rollups import HourRow, hour_of
+from netprobe.store.rollups import hour_of
 from netprobe.store.schema import agents, rollups_hourly, rollups_prefix, store_meta
 from netprobe.zones import zone_of
 
@@ -156,14 +156,14 @@ async def _fold_series(conn: AsyncConnection, series: Series, zone: ZoneInfo, un
                                      _H.hour < until)
     if start is not None:
         q = q.where(_H.hour >= start.folded_until)
-    hours = [HourRow.from_row(dict(m)) for m in (await conn.execute(q.order_by(_H.hour))).mappings()]
+    hours = (await conn.execute(q.order_by(_H.hour))).mappings().all()
     if not hours:
         return
     if start is None:
-        first_day = local_day(hours[0].hour, zone)
+        first_day = local_day(hours[0]["hour"], zone)
     else:
         first_day = start.day if _partial(start, zone) else start.day + timedelta(days=1)
-    last_day = local_day(hours[-1].hour, zone)
+    last_day = local_day(hours[-1]["hour"], zone)
     span = _days(first_day, last_day)
     wanted = sorted({d - timedelta(days=1 << j) for d in span for j in range(LEVELS - 1)} - set(span))
     history: dict[date, list[dict[int, Extremes]]] = {}
@@ -178,7 +178,7 @@ async def _fold_series(conn: AsyncConnection, series: Series, zone: ZoneInfo, un
     folder = Folder(zone, start, history)
     try:
         for h in hours:
-            folder.add(h.hour, h.rollup)
+            folder.add(h)
     except ForeignSketch:
         stats.skipped.append("/".join(series))
         return
@@ -307,9 +307,8 @@ async def local_days(conn: AsyncConnection, agent_id: str, zone: ZoneInfo, first
             if only is not None and h not in only:
                 continue
             sums_, ext_ = out.setdefault(key, ({}, {}))
-            hr = HourRow.from_row(dict(m)).rollup
-            sums_.setdefault(h, Sums()).add_hour(hr)
-            e = combine(ext_.get(h), extremes_of(hr, hour))
+            sums_.setdefault(h, Sums()).add_row(m)
+            e = combine(ext_.get(h), extremes_of(m))
             if e is not None:
                 ext_[h] = e
     return {k: v for k, v in out.items() if any(s.hours for s in v[0].values())}

@@ -12,6 +12,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from netprobe.results import iso, utc_now
+from netprobe.stats import loss_pct
 from netprobe.store.prefix import Extremes, Sums, combine
 from netprobe.store.rollups import Rollup
 from netprobe.store.store import Store
@@ -228,7 +229,7 @@ def _profile(rtt: Entry | None) -> tuple[HourProfile, ...]:
             continue
         r = m.rollup
         out.append(HourProfile(h, r.quantile(0.05), r.quantile(0.50), r.quantile(0.95),
-                               r.figures()["loss_pct"], r.rounds))
+                               loss_pct(r.sent, r.received) if r.sent else None, r.rounds))
     return tuple(out)
 
 

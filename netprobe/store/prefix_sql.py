@@ -96,6 +96,7 @@ class FoldStats:
     series: int = 0
     rows: int = 0
     skipped: list[str] = field(default_factory=list)
+    unfolded_from: datetime | None = None       # first hour of a skipped series
 
 
 async def fold_plan(conn: AsyncConnection) -> tuple[list[Series], str | None]:
@@ -118,8 +119,12 @@ async def clear(conn: AsyncConnection) -> None:
     await conn.execute(delete(rollups_prefix))
 
 
-async def fold_done(conn: AsyncConnection, marker: str | None) -> None:
-    if marker is not None:
+async def fold_done(conn: AsyncConnection, dialect: str, marker: str | None, stats: FoldStats) -> None:
+    """Clear the refold marker as read at the start, unless a late write moved it since; series the
+    fold could not take keep one at their first hour, so readers go on reading their hours."""
+    if stats.unfolded_from is not None:
+        await _set_meta(conn, dialect, _REFOLD, stats.unfolded_from.isoformat())
+    elif marker is not None:
         await conn.execute(delete(store_meta).where(store_meta.c.key == _REFOLD,
                                                     store_meta.c.value == marker))
 
@@ -181,6 +186,8 @@ async def _fold_series(conn: AsyncConnection, series: Series, zone: ZoneInfo, un
             folder.add(h)
     except ForeignSketch:
         stats.skipped.append("/".join(series))
+        first = hours[0]["hour"] if start is None else start.folded_until
+        stats.unfolded_from = first if stats.unfolded_from is None else min(stats.unfolded_from, first)
         return
     folder.finish(until)
     if start is not None and _partial(start, zone):
@@ -262,12 +269,14 @@ async def local_days(conn: AsyncConnection, agent_id: str, zone: ZoneInfo, first
 
     out: Days = {}
     tails: dict[tuple[str, str], datetime] = {}
+    missing = False
     for key, p in plan.items():
         only = (hours_of_day or {}).get(key[1])
         lrow, rrow = fetched.get((*key, p["L"])), fetched.get((*key, p["R"]))
         brow = fetched.get((*key, p["B"])) if p["B"] is not None else None
         if lrow is None or rrow is None or (p["B"] is not None and brow is None):
-            continue                  # a fold or a late write in between: read the hours instead
+            missing = True            # a fold or a late write in between: read the hours instead
+            continue
         sums = decode_sums(lrow.payload, only)
         if brow is not None:
             for h, s in decode_sums(brow.payload, only).items():
@@ -291,8 +300,16 @@ async def local_days(conn: AsyncConnection, agent_id: str, zone: ZoneInfo, first
         hq = hq.where(_H.target_id.in_(targets))
     queries = [hq.where(_H.hour >= fu, tuple_(_H.target_id, _H.probe).in_(keys))
                for fu, keys in pending.items()]
+    # Series without usable rows: every hour of the days if nothing of this agent is folded; else only
+    # the hours since the fold (new series), and since a late write emptied some (the refold marker).
     all_keys = [k for ks in pending.values() for k in ks]
-    rest = hq.where(_H.hour >= start)
+    since = start
+    if lasts and not missing:
+        since = max(start, min(lasts.values()) - timedelta(days=1))
+        marker = (await conn.execute(select(store_meta.c.value).where(store_meta.c.key == _REFOLD))).scalar()
+        if marker is not None:
+            since = max(start, min(since, datetime.fromisoformat(marker) - timedelta(days=1)))
+    rest = hq.where(_H.hour >= since)
     if all_keys:
         rest = rest.where(tuple_(_H.target_id, _H.probe).not_in(all_keys))
     queries.append(rest)

@@ -396,7 +396,7 @@ class Store:
             async with self._write("folding rollups in") as conn:
                 await prefix_sql.fold(conn, self.dialect, series[i:i + chunk], now, stats)
         async with self._write("folding rollups in") as conn:
-            await prefix_sql.fold_done(conn, marker)
+            await prefix_sql.fold_done(conn, self.dialect, marker, stats)
         return stats
 
     async def clear_prefix(self) -> None:

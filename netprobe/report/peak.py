@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 from netprobe.results import iso, utc_now
 from netprobe.stats import loss_pct
-from netprobe.store.prefix import Extremes, Sums, combine
+from netprobe.store.prefix import COUNTERS, Extremes, Sums, combine, quantile
 from netprobe.store.rollups import Rollup
 from netprobe.store.store import Store
 
@@ -156,13 +156,32 @@ class PeakReport:
 
 # -- computing ----------------------------------------------------------------------------------------
 Entry = tuple[dict[int, Sums], dict[int, Extremes]]     # one series: sums and extremes by local hour
+_COUNTER = {name: i for i, name in enumerate(COUNTERS)}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Merged:
-    rollup: Rollup
-    hours: int
+    sums: Sums
     extremes: Extremes | None
+    _rollup: Rollup | None = None
+
+    @property
+    def hours(self) -> int:
+        return self.sums.hours
+
+    @property
+    def lo(self) -> float | None:
+        return self.extremes[0] if self.extremes else None
+
+    @property
+    def hi(self) -> float | None:
+        return self.extremes[1] if self.extremes else None
+
+    @property
+    def rollup(self) -> Rollup:
+        if self._rollup is None:
+            self._rollup = self.sums.rollup(self.lo, self.hi)
+        return self._rollup
 
 
 def _merged(entry: Entry | None, hours: Iterable[int]) -> _Merged | None:
@@ -173,12 +192,14 @@ def _merged(entry: Entry | None, hours: Iterable[int]) -> _Merged | None:
     picked = [h for h in hours if h in sums and sums[h].hours]
     if not picked:
         return None
+    if len(picked) == 1:
+        return _Merged(sums[picked[0]], ext.get(picked[0]))
     total = Sums()
     e: Extremes | None = None
     for h in picked:
         total.add(sums[h])
         e = combine(e, ext.get(h))
-    return _Merged(total.rollup(e[0] if e else None, e[1] if e else None), total.hours, e)
+    return _Merged(total, e)
 
 
 def _window(rtt: _Merged | None, tcp: _Merged | None, sse: _Merged | None) -> WindowFigures:
@@ -227,9 +248,10 @@ def _profile(rtt: Entry | None) -> tuple[HourProfile, ...]:
         if m is None:
             out.append(HourProfile(h, None, None, None, None, 0))
             continue
-        r = m.rollup
-        out.append(HourProfile(h, r.quantile(0.05), r.quantile(0.50), r.quantile(0.95),
-                               loss_pct(r.sent, r.received) if r.sent else None, r.rounds))
+        s, lo, hi = m.sums, m.lo, m.hi
+        sent, received, rounds = (round(s.c[_COUNTER[n]]) for n in ("sent", "received", "rounds"))
+        out.append(HourProfile(h, quantile(s, 0.05, lo, hi), quantile(s, 0.50, lo, hi),
+                               quantile(s, 0.95, lo, hi), loss_pct(sent, received) if sent else None, rounds))
     return tuple(out)
 
 

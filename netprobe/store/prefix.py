@@ -25,13 +25,15 @@ from zoneinfo import ZoneInfo
 
 import orjson
 from ddsketch import DDSketch
+from ddsketch.ddsketch import BaseDDSketch
+from ddsketch.store import DenseStore
 
 from netprobe.store import sketch as sketches
 from netprobe.store.rollups import HOUR, Rollup, hour_of
 
 LEVELS = 10                                   # 1, 2, 4, … 512 days
 FOLD_LAG = timedelta(hours=1)                 # an hour is folded once it has been over this long
-_COUNTERS = ("rounds", "error_rounds", "sent", "received", "duplicates", "loss_pct_sum", "loss_rounds",
+COUNTERS = ("rounds", "error_rounds", "sent", "received", "duplicates", "loss_pct_sum", "loss_rounds",
              "rtt_sum", "rtt_count", "jitter_sum", "jitter_count")
 _INTS = frozenset(("rounds", "error_rounds", "sent", "received", "duplicates", "loss_rounds", "rtt_count",
                    "jitter_count"))
@@ -73,7 +75,7 @@ class Sums:
     """One local hour of day's additive figures over some set of hours."""
 
     hours: int = 0
-    c: list[float] = field(default_factory=lambda: [0.0] * len(_COUNTERS))
+    c: list[float] = field(default_factory=lambda: [0.0] * len(COUNTERS))
     pos_off: int = 0
     pos: list[float] = field(default_factory=list)
     neg_off: int = 0
@@ -85,7 +87,7 @@ class Sums:
         """One more rollups_hourly row, straight from its columns and sketch JSON: no DDSketch built."""
         self.hours += 1
         c = self.c
-        for i, name in enumerate(_COUNTERS):
+        for i, name in enumerate(COUNTERS):
             c[i] += row[name]
         text = row["sketch"]
         if text:
@@ -137,7 +139,7 @@ class Sums:
     def rollup(self, lo: float | None, hi: float | None) -> Rollup:
         """The Rollup these sums stand for, with the exact min/max the caller knows."""
         values: dict[str, Any] = {}
-        for name, v in zip(_COUNTERS, self.c, strict=True):
+        for name, v in zip(COUNTERS, self.c, strict=True):
             values[name] = round(v) if name in _INTS else v
         r = Rollup(**values, rtt_min=lo, rtt_max=hi)
         r.extras = {k: [v[0], round(v[1])] for k, v in self.extras.items()}
@@ -146,18 +148,45 @@ class Sums:
         return r
 
 
+def _store(off: int, bins: list[float]) -> DenseStore:
+    store = DenseStore()
+    if bins:
+        store.bins = list(bins)
+        store.offset = off
+        store.min_key = off
+        store.max_key = off + len(bins) - 1
+        store.count = sum(bins)
+    return store
+
+
 def _sketch(pos_off: int, pos: list[float], neg_off: int, neg: list[float], zero: float) -> DDSketch:
-    s = sketches.new_sketch()
-    for store, off, bins in ((s._store, pos_off, pos), (s._negative_store, neg_off, neg)):
-        if bins:
-            store.bins = list(bins)
-            store.offset = off
-            store.min_key = off
-            store.max_key = off + len(bins) - 1
-            store.count = sum(bins)
-    s._zero_count = zero
-    s._count = s._store.count + s._negative_store.count + zero
+    # The one mapping, shared (it is never changed): building a mapping per sketch was most of the cost.
+    s: DDSketch = DDSketch.__new__(DDSketch)
+    BaseDDSketch.__init__(s, _MAPPING, _store(pos_off, pos), _store(neg_off, neg), zero)
     return s
+
+
+def quantile(sums: Sums, q: float, lo: float | None, hi: float | None) -> float | None:
+    """Rollup.quantile of `sums.rollup(lo, hi)`, without building the sketch: DDSketch's own rule
+    (rank q·(n−1), the first bin whose running count exceeds it, that bin's value), clamped."""
+    if sums.neg or sums.zero:
+        return sums.rollup(lo, hi).quantile(q)
+    bins = sums.pos
+    count = sum(bins)
+    if not count:
+        return None
+    rank = q * (count - 1)
+    running = 0.0
+    key = sums.pos_off + len(bins) - 1
+    for i, c in enumerate(bins):
+        running += c
+        if running > rank:
+            key = sums.pos_off + i
+            break
+    value = float(_MAPPING.value(key))
+    if lo is not None and hi is not None:
+        value = min(max(value, lo), hi)
+    return value
 
 
 # -- min, max and the worst hour: what does not subtract ------------------------------------------------
@@ -307,6 +336,7 @@ def fold_until(now: datetime) -> datetime:
     return hour_of(now - FOLD_LAG)
 
 
-__all__ = ["FOLD_LAG", "HOUR", "LEVELS", "Extremes", "Folder", "ForeignSketch", "PrefixRow", "Sums",
+__all__ = ["COUNTERS", "FOLD_LAG", "HOUR", "LEVELS", "Extremes", "Folder", "ForeignSketch", "PrefixRow",
+           "Sums",
            "combine", "covers", "decode_level", "decode_sums", "encode_level", "encode_sums", "extremes_of",
-           "fold_until", "level_for", "local_day", "midnight"]
+           "fold_until", "level_for", "local_day", "midnight", "quantile"]

@@ -151,6 +151,13 @@ _DIGITS = bytes(ord("0") if chr(c).isdigit() and c < 128 else ord(" ") for c in 
 _LONG_RUN = b"0" * 19
 
 
+def orjson_reads_alike(data: bytes) -> bool:
+    """False when `data` holds an integer orjson would read differently from the json module (or might:
+    any run of 19 digits). Whatever orjson refuses the json module must still judge: it takes NaN and
+    lone surrogates, and words its errors differently."""
+    return _LONG_RUN not in data.translate(_DIGITS)
+
+
 @dataclass(frozen=True, slots=True)
 class Parsed:
     """A request body parsed: the value, and how the store may reuse its JSON text."""
@@ -164,7 +171,7 @@ def _fast(body: bytes) -> Parsed | None:
     """orjson, when it reads `body` exactly as the json module would: UTF-8 (no BOM), no integer it
     would turn into a float. None when it refuses or might differ: the json module then decides, so
     the values and the error messages stay the json module's own."""
-    if _LONG_RUN in body.translate(_DIGITS):
+    if not orjson_reads_alike(body):
         return None
     try:
         data = orjson.loads(body)

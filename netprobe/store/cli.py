@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
+import orjson
 import typer
 from rich.console import Console
 
 from netprobe.errors import UsageError
+
+if TYPE_CHECKING:
+    from netprobe.store.envelopes import Envelope
 
 # The store stack (SQLAlchemy, Alembic, pydantic models) is imported inside the commands:
 # `netprobe --help` and unrelated commands should not pay for it.
@@ -22,7 +28,11 @@ app = typer.Typer(no_args_is_help=True)
 DbOption = Annotated[str | None, typer.Option(
     "--db", metavar="URL", help="sqlite:///PATH or postgresql://USER@HOST/DB (default: the agent's SQLite "
     "file under its state directory)")]
-IMPORT_BATCH = 500
+# Envelopes per Store.write, as the collector's largest request (collector.max_batch): big batches
+# merge more rounds into each hour row per statement; two batches in memory at most.
+IMPORT_BATCH = 5000
+IMPORT_BATCH_BYTES = 32 << 20   # or fewer when lines are long (traceroutes)
+YIELD_LINES = 200               # lines read between turns of the event loop
 PROGRESS_BYTES = 8 << 20
 
 
@@ -84,25 +94,62 @@ def import_(file: Annotated[Path, typer.Argument(metavar="FILE.jsonl",
     raise typer.Exit(1 if bad else 0)
 
 
-def _lines(file: Path, bad: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(bytes read so far, envelope) per good line; a bad line goes to `bad` (and stderr), not out."""
-    from netprobe.store import atlas
-    from netprobe.store.envelopes import EnvelopeError, parse_envelope
+@dataclass(slots=True)
+class _Batch:
+    envelopes: list[Envelope]
+    texts: list[str]          # each envelope's JSON text, for Store.write's `source`
+    size: int = 0             # of the texts
+    done: int = 0             # bytes of the file read up to its last line
 
+
+def _line_reader() -> Callable[[bytes, str], Envelope | None]:
+    """A function from one line to its envelope (None for a blank line), raising what _batches reports.
+    orjson when it reads the line as the json module would, else the json module, whose verdict and
+    words stand."""
+    from netprobe.collector.body import orjson_reads_alike
+    from netprobe.store import atlas
+    from netprobe.store.envelopes import parse_envelope
+
+    unread = object()
+
+    def envelope(raw: bytes, where: str) -> Envelope | None:
+        text: str | None = None
+        data: Any = unread
+        if orjson_reads_alike(raw):
+            with contextlib.suppress(orjson.JSONDecodeError):
+                data = orjson.loads(raw)
+                text = raw.decode().strip()      # valid UTF-8, and only JSON's whitespace around it
+        if data is unread:
+            line = raw.decode("utf-8")
+            if not line.strip():
+                return None
+            data = json.loads(line)
+        if isinstance(data, dict) and atlas.is_atlas(data):
+            data, text = atlas.to_envelope(data), None
+        return parse_envelope(data, where, text)
+
+    return envelope
+
+
+async def _batches(file: Path, bad: list[str]) -> AsyncIterator[_Batch]:
+    """The good lines' envelopes in batches of up to IMPORT_BATCH (or IMPORT_BATCH_BYTES of text); a bad
+    line goes to `bad` (and stderr), not out. Streams the file, and lets the event loop run every
+    YIELD_LINES lines, so the previous batch's write goes on while this one is read."""
+    from netprobe.store.envelopes import EnvelopeError
+
+    envelope = _line_reader()
+    batch = _Batch([], [])
     done = 0
+    name = str(file)
     try:
         with file.open("rb") as fh:
             for lineno, raw in enumerate(fh, 1):
                 done += len(raw)
-                where = f"{file}:{lineno}"
+                if lineno % YIELD_LINES == 0:
+                    await asyncio.sleep(0)
+                where = f"{name}:{lineno}"
                 try:
-                    line = raw.decode("utf-8")
-                    if not line.strip():
-                        continue
-                    data = json.loads(line)
-                    if isinstance(data, dict) and atlas.is_atlas(data):
-                        data = atlas.to_envelope(data)
-                    parse_envelope(data, where)
+                    env = envelope(raw, where)
                 except UnicodeDecodeError as exc:
                     _skip(bad, f"{where}: not UTF-8 text ({exc.reason})")
                 except json.JSONDecodeError as exc:
@@ -112,9 +159,25 @@ def _lines(file: Path, bad: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
                 except ValueError as exc:
                     _skip(bad, f"{where}: {exc}")
                 else:
-                    yield done, data
+                    if env is None:
+                        continue
+                    text = env.text if env.text is not None else _json(env.raw)
+                    batch.envelopes.append(env)
+                    batch.texts.append(text)
+                    batch.size += len(text)
+                    if len(batch.envelopes) >= IMPORT_BATCH or batch.size >= IMPORT_BATCH_BYTES:
+                        batch.done = done
+                        yield batch
+                        batch = _Batch([], [])
     except OSError as exc:
         raise UsageError(f"{file}: {exc.strerror or exc}") from None
+    if batch.envelopes:
+        batch.done = done
+        yield batch
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 def _skip(bad: list[str], message: str) -> None:
@@ -125,7 +188,7 @@ def _skip(bad: list[str], message: str) -> None:
 async def _import(file: Path, db: str | None, size: int) -> list[str]:
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
-    from netprobe.store.store import open_store
+    from netprobe.store.store import WriteStats, open_store
 
     store = await open_store(db)
     accepted = duplicates = expired = 0
@@ -134,23 +197,32 @@ async def _import(file: Path, db: str | None, size: int) -> list[str]:
     quiet = size < PROGRESS_BYTES or not sys.stderr.isatty()
     progress = Progress("importing", BarColumn(), DownloadColumn(), TimeRemainingColumn(), transient=True,
                         disable=quiet, console=Console(stderr=True))
+    # One batch is written while the next is read: one write at a time, in file order, so duplicates
+    # across batches and the retention horizon are judged as a line-by-line import would.
+    writing: tuple[asyncio.Task[WriteStats], int] | None = None
+
+    async def written() -> None:
+        nonlocal accepted, duplicates, expired
+        if writing is not None:
+            stats = await writing[0]
+            accepted, duplicates, expired = (accepted + stats.accepted, duplicates + stats.duplicates,
+                                             expired + stats.expired)
+            progress.update(task, completed=writing[1])
+
     try:
         with progress:
             task = progress.add_task("import", total=size)
-            batch: list[dict[str, Any]] = []
-            for done, data in _lines(file, bad):
-                batch.append(data)
-                if len(batch) >= IMPORT_BATCH:
-                    stats = await store.write(batch)
-                    accepted, duplicates, expired = (accepted + stats.accepted, duplicates + stats.duplicates,
-                                                     expired + stats.expired)
-                    batch.clear()
-                    progress.update(task, completed=done)
-            if batch:
-                stats = await store.write(batch)
-                accepted, duplicates, expired = (accepted + stats.accepted, duplicates + stats.duplicates,
-                                                 expired + stats.expired)
+            async for batch in _batches(file, bad):
+                await written()
+                source = "[" + ",".join(batch.texts) + "]"
+                writing = (asyncio.create_task(store.write(batch.envelopes, source=source)), batch.done)
+            await written()
+            writing = None
     finally:
+        if writing is not None and not writing[0].done():
+            writing[0].cancel()
+            with contextlib.suppress(BaseException):
+                await writing[0]
         await store.close()
     extra = f", {expired} older than the retention horizon skipped" if expired else ""
     extra += f", {len(bad)} bad lines skipped" if bad else ""

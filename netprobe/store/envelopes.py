@@ -221,8 +221,10 @@ def _fast_envelope(data: Any, text: str | None) -> Envelope | None:
 
 def parse_envelopes(items: Sequence[Any], texts: Sequence[str] | None = None) -> list[Envelope]:
     """Validate all or nothing; an error names the envelope's index in the batch. `texts`: each
-    item's JSON text, kept with it."""
+    item's JSON text, kept with it. An item that is already an Envelope (validated by the caller, as
+    `db import` does line by line) is taken as it is."""
     if texts is not None and len(texts) != len(items):
         raise ValueError(f"{len(texts)} texts for {len(items)} envelopes")
-    return [parse_envelope(item, f"envelope {i}", texts[i] if texts is not None else None)
+    return [item if type(item) is Envelope
+            else parse_envelope(item, f"envelope {i}", texts[i] if texts is not None else None)
             for i, item in enumerate(items)]

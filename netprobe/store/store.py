@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 
 import orjson
 from alembic.util import CommandError
-from sqlalchemy import Select, Table, bindparam, delete, func, select, text, tuple_, update
+from sqlalchemy import Select, Table, Text, bindparam, delete, func, select, text, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL
@@ -95,6 +95,9 @@ def _jsonable(rows: Sequence[Mapping[str, Any]]) -> bool:
                for row in rows for v in row.values() if type(v) is float or type(v) is int)
 
 
+_SQLITE_INSERT_RESULTS = (sqlite_insert(probe_results)
+                          .values(envelope=bindparam("envelope_text", type_=Text()))    # _sqlite_json's
+                          .on_conflict_do_nothing(index_elements=["id"]).returning(probe_results.c.id))
 _READ_HORIZON = select(store_meta.c.value).where(store_meta.c.key == _HORIZON)   # built once: every write
 REFS_REFRESH_S = 60.0      # an unchanged agent/target row is rewritten (last_seen) at most this often
 _LOCK_TARGETS = (select(targets.c.id).where(targets.c.id.in_(bindparam("ids", expanding=True)))
@@ -103,6 +106,16 @@ _LOCK_TARGETS = (select(targets.c.id).where(targets.c.id.in_(bindparam("ids", ex
 
 def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
+
+
+def _sqlite_json(env: Envelope) -> str:
+    """SQLite keeps JSON as text: the text received when there is one SQLite can take (UTF-8, so no
+    lone surrogate), rather than serialising the envelope again."""
+    if env.text is not None:
+        with contextlib.suppress(UnicodeEncodeError):
+            env.text.encode()
+            return env.text
+    return _json(env.raw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +189,7 @@ class Store:
             return await conn.run_sync(migrate.current_revision)
 
     # -- writing ----------------------------------------------------------------------------------
-    async def write(self, envelopes: Sequence[Mapping[str, Any]], *, outbox_cap: int | None = None,
+    async def write(self, envelopes: Sequence[Mapping[str, Any] | Envelope], *, outbox_cap: int | None = None,
                     texts: Sequence[str] | None = None, source: str | None = None) -> WriteStats:
         """Store result envelopes once each (by id); rolls up only the newly stored ones, atomically.
 
@@ -184,7 +197,8 @@ class Store:
         and the outbox is trimmed (oldest first) to that many rows. `texts`: each envelope's JSON text,
         when the caller parsed it from that (PostgreSQL then stores the text rather than re-serialising).
         `source`: instead, the JSON text of the whole array `envelopes` was parsed from, items in order.
-        Raises EnvelopeError (nothing stored) if any envelope is malformed.
+        An Envelope (parse_envelope's) is not validated again. Raises EnvelopeError (nothing stored) if
+        any envelope is malformed.
         """
         parsed = parse_envelopes(envelopes, texts)
         unique: dict[str, Envelope] = {}
@@ -319,12 +333,10 @@ class Store:
                 "starts": [e.started_at for e in envs], "statuses": [e.status for e in envs],
                 "envelopes": f"[{envelopes}]", "now": now})
             return {row[0] for row in result}
-        stmt = (self._insert(probe_results).on_conflict_do_nothing(index_elements=["id"])
-                .returning(probe_results.c.id))
         rows = [{"id": e.id, "probe": e.probe, "agent_id": str(e.agent["id"]),
                  "target_id": str(e.target["id"]), "started_at": e.started_at, "status": e.status,
-                 "envelope": e.raw, "stored_at": now} for e in envs]
-        result = await conn.execute(stmt, rows)
+                 "envelope_text": _sqlite_json(e), "stored_at": now} for e in envs]
+        result = await conn.execute(_SQLITE_INSERT_RESULTS, rows)
         return {row[0] for row in result}
 
     async def _apply_rollups(self, conn: AsyncConnection, deltas: Mapping[HourKey, Rollup],

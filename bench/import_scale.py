@@ -1,13 +1,15 @@
 """Bulk import throughput: `netprobe db import FILE.jsonl` into a fresh SQLite file and a fresh PostgreSQL
 database, in results per second.
 
-    python3 bench/import_scale.py [--results 100000] [--order time|agent] [--backends sqlite,postgresql]
-                                  [--collector]
+    python3 bench/import_scale.py [--results 100000] [--order time|agent] [--shape fleet|hourly]
+                                  [--backends sqlite,postgresql] [--collector]
 
 Writes --results real envelopes (bench/ingest.py's: --agents × --targets on the agent's default-like
 schedule, about 79 % icmp, 16 % tcp, 5 % mtr) to a JSON Lines file, one envelope per line. --order time
 (the default) sorts them by start time across all agents, as a dump of a fleet's database is; --order
-agent keeps each agent's rounds together in runs of 500, as the collector receives them. Each backend
+agent keeps each agent's rounds together in runs of 500, as the collector receives them. --shape hourly
+writes one icmp round per agent × target × hour instead (default 2 agents × 100 targets, the slice
+of the slow-import report), so that every round opens an hourly rollup row of its own. Each backend
 gets a new database, migrated first (`netprobe db upgrade`, not timed); then `netprobe db import` runs
 as a user runs it and is timed. Prints wall-clock results/s, the importer's CPU (and PostgreSQL's), and
 checks that the database holds every round exactly once (rows and the rollups' round count).
@@ -33,14 +35,47 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from ingest import DEFAULT_PG, agent_rounds, postgres_cpu, scratch_database  # noqa: E402
+from ingest import DEFAULT_PG, LINES, REGIONS, agent_rounds, postgres_cpu, scratch_database  # noqa: E402
 
 GOAL = 5000.0    # results per second, wall clock
+
+
+def write_hourly(path: Path, args: argparse.Namespace) -> dict[str, int]:
+    """One icmp round per agent × target × hour, going back from now, hour by hour: every round opens
+    its own hourly rollup row (the issue's 90 days × 100 targets × 2 agents is --results 432000)."""
+    from ingest import _icmp, _Pair
+
+    from netprobe.results import envelope, new_result_id
+
+    rng = random.Random(args.seed)
+    hours = -(-args.results // (args.agents * args.targets))
+    start = (datetime.now(UTC) - timedelta(hours=hours)).replace(minute=0, second=0, microsecond=0)
+    pairs = []
+    for i in range(args.agents):
+        region, isp = REGIONS[i % len(REGIONS)]
+        agent = {"id": f"bench-{i:03d}", "region": region, "isp": isp, "timezone": "Asia/Shanghai"}
+        for j in range(args.targets):
+            target = {"id": f"dc-{j:03d}", "host": f"dc{j:03d}.bench.example.net", "datacenter": f"dc{j % 5}",
+                      "line": LINES[j % len(LINES)][0]}
+            pairs.append((agent, _Pair(rng, target, ((), ()), f"198.18.{j % 250}.{1 + i % 250}")))
+    written = 0
+    with path.open("w") as fh:
+        for h in range(hours):
+            for agent, pair in pairs:
+                if written == args.results:
+                    break
+                started = start + timedelta(hours=h, seconds=rng.uniform(0, 3000))
+                env = envelope(_icmp(rng, pair, started), agent, pair.target, result_id=new_result_id())
+                fh.write(json.dumps(env, separators=(",", ":")) + "\n")
+                written += 1
+    return {"icmp": written}
 
 
 def write_file(path: Path, args: argparse.Namespace) -> dict[str, int]:
     """The envelopes as JSON Lines; returns the count per probe. Each agent's rounds are serialised as
     soon as they are built, so only their text is held, not 100,000 dicts."""
+    if args.shape == "hourly":
+        return write_hourly(path, args)
     rng = random.Random(args.seed)
     start = (datetime.now(UTC) - timedelta(days=2)).replace(minute=0, second=0, microsecond=0)
     per_agent = [args.results // args.agents + (i < args.results % args.agents) for i in range(args.agents)]
@@ -126,8 +161,10 @@ def collector_reference(pg: str) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", type=int, default=100_000, help="envelopes in the file (default 100000)")
-    ap.add_argument("--agents", type=int, default=50)
-    ap.add_argument("--targets", type=int, default=8)
+    ap.add_argument("--shape", choices=("fleet", "hourly"), default="fleet",
+                    help="fleet: the agent's schedule (default); hourly: one icmp round per series and hour")
+    ap.add_argument("--agents", type=int, help="default 50 (fleet), 2 (hourly)")
+    ap.add_argument("--targets", type=int, help="default 8 (fleet), 100 (hourly)")
     ap.add_argument("--order", choices=("time", "agent"), default="time",
                     help="lines sorted by start time across agents (default), or in runs of one agent")
     ap.add_argument("--backends", default="sqlite,postgresql", help="comma-separated (default both)")
@@ -138,6 +175,9 @@ def main() -> int:
     ap.add_argument("--collector", action="store_true", help="also run bench/ingest.py for reference")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
+    hourly = args.shape == "hourly"
+    args.agents = args.agents or (2 if hourly else 50)
+    args.targets = args.targets or (100 if hourly else 8)
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     if min(args.results, args.agents, args.targets) < 1:
         ap.error("counts must be positive")
@@ -150,7 +190,8 @@ def main() -> int:
         t0 = time.perf_counter()
         probes = write_file(src, args)
         print(f"wrote {args.results} envelopes ({', '.join(f'{p} {n}' for p, n in sorted(probes.items()))}) "
-              f"from {args.agents} agents × {args.targets} targets, {args.order} order, "
+              f"from {args.agents} agents × {args.targets} targets, "
+              f"{'hourly' if hourly else args.order + ' order'}, "
               f"{src.stat().st_size / args.results:.0f} B per line ({time.perf_counter() - t0:.1f} s)")
         for name in backends:
             if name == "sqlite":

@@ -80,6 +80,13 @@ _PG_CREATE_HOURS = text(
     "FROM json_populate_recordset(NULL::rollups_hourly, CAST(:rows AS json)) WITH ORDINALITY AS v "
     "ORDER BY v.ordinality "
     "ON CONFLICT (agent_id, target_id, probe, hour) DO NOTHING")
+# The hour rows to merge into, locked in key order. Not `(agent_id, …, hour) IN (…)`: PostgreSQL tests
+# that list against every row of the table (seconds per batch once it holds a few days of a fleet).
+_PG_LOCK_HOURS = text(
+    "SELECT r.* FROM rollups_hourly AS r "
+    "JOIN json_populate_recordset(NULL::rollups_hourly, CAST(:rows AS json)) AS v "
+    "ON r.agent_id = v.agent_id AND r.target_id = v.target_id AND r.probe = v.probe AND r.hour = v.hour "
+    "ORDER BY r.agent_id, r.target_id, r.probe, r.hour FOR UPDATE OF r").columns(*rollups_hourly.c)
 _PG_UPDATE_HOURS = text(
     "UPDATE rollups_hourly AS r SET "
     + ", ".join(f"{c} = v.{c}" for c in (*_ROLLUP_VALUES, "updated_at"))
@@ -349,16 +356,18 @@ class Store:
         pg = self.dialect == "postgresql"
         created = [{"agent_id": a, "target_id": t, "probe": p, "hour": h, **empty, "updated_at": now}
                    for a, t, p, h in keys]
+        hours = {"rows": orjson.dumps(created).decode()} if pg else {}
         if pg:
-            await conn.execute(_PG_CREATE_HOURS, {"rows": orjson.dumps(created).decode()})
+            await conn.execute(_PG_CREATE_HOURS, hours)
         else:
             await conn.execute(
                 self._insert(rollups_hourly).on_conflict_do_nothing(
                     index_elements=["agent_id", "target_id", "probe", "hour"]), created)
-        locked = (select(rollups_hourly).where(tuple_(*_PK).in_(keys)).order_by(*_PK)
+        locked = (_PG_LOCK_HOURS if pg else
+                  select(rollups_hourly).where(tuple_(*_PK).in_(keys)).order_by(*_PK)
                   .with_for_update())   # SQLite: no-op, the write transaction is already exclusive
         current = {(r["agent_id"], r["target_id"], r["probe"], r["hour"]): r
-                   for r in (await conn.execute(locked)).mappings()}
+                   for r in (await conn.execute(locked, hours)).mappings()}
         merged_rows = []
         for key in keys:
             merged = Rollup.from_row(dict(current[key]))

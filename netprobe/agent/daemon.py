@@ -62,7 +62,7 @@ def round_fields(d: Mapping[str, Any]) -> dict[str, Any]:
     if route:
         fields["line"], fields["path_hash"] = route.get("label"), route.get("hash")
     stats = d.get("rtt_ms") or d.get("connect_ms")
-    if stats:
+    if isinstance(stats, Mapping):  # sse's connect_ms is one number, not RTT statistics
         fields["p50_ms"] = round(stats["p50"], 3)
         fields["p95_ms"] = round(stats["p95"], 3)
     return fields

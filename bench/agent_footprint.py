@@ -141,6 +141,14 @@ def proc_sample(pid: int) -> tuple[float, float, float] | None:
     return kb["VmRSS"] / 1024, kb.get("RssAnon", 0) / 1024, (int(fields[11]) + int(fields[12])) / CLK
 
 
+def is_agent(pid: int) -> bool:
+    """`ip netns exec` execs the command: once it has, pid is the agent's Python process itself."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1:3] == [b"-m", b"netprobe.cli"]
+    except OSError:
+        return False
+
+
 def wait_http(url: str, timeout: float, what: str) -> None:
     probe = f"import urllib.request; urllib.request.urlopen({url!r}, timeout=2).read()"
     deadline = time.monotonic() + timeout
@@ -245,8 +253,6 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         with log.open("ab") as out_f:
             agent = subprocess.Popen(in_agent_ns([*CLI, "agent", "run", "--config", str(cfg), "--duration",
                                                   str(seconds)]), stdout=out_f, stderr=out_f)
-        # `ip netns exec` execs the command: agent.pid is the Python process itself
-        cmdline = Path(f"/proc/{agent.pid}/cmdline").read_bytes()
         scraper = subprocess.Popen(in_agent_ns([sys.executable, "-c", SCRAPER, f"http://{METRICS}/metrics",
                                                 str(SCRAPE_EVERY), str(seconds + 30)]),
                                    stdout=subprocess.PIPE, text=True)
@@ -254,7 +260,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         samples: list[tuple[float, float, float, float]] = []
         while agent.poll() is None:
             s = proc_sample(agent.pid)
-            if s is not None and b"netprobe" in cmdline:
+            if s is not None and is_agent(agent.pid):
                 samples.append((time.monotonic() - t_start, *s))
             time.sleep(args.sample_every)
         code = agent.wait()
@@ -270,6 +276,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 p.kill()
         api.down()
 
+    if not samples:
+        raise SystemExit("no sample of the agent process was taken")
     text = log.read_text(errors="replace")
     started, stopped = log_ts(log, "agent started"), log_ts(log, "agent stopped")
     if code != 0 or started is None or stopped is None or "Traceback" in text:

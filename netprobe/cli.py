@@ -2,62 +2,80 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
+from typing import Any
 
 import typer
-from rich.console import Console
 
 from netprobe.errors import ConfigError, NetprobeError
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  help="Route-quality monitor for LLM inference served across borders.")
-err_console = Console(stderr=True, soft_wrap=True)
+HELP = "Route-quality monitor for LLM inference served across borders."
+
+# name → (module, attribute, help; None for a single command rather than a group)
+_COMMANDS: dict[str, tuple[str, str, str | None]] = {
+    "probe": ("netprobe.probe_cli", "app", "Run one probe now and print what it measured."),
+    "agent": ("netprobe.agent.cli", "app", "Run the scheduled agent."),
+    "collector": ("netprobe.collector.cli", "app", "Run the central collector; manage agent tokens."),
+    "config": ("netprobe.config_cli", "app", "Validate configuration files."),
+    "db": ("netprobe.store.cli", "app", "Database maintenance."),
+    "lab": ("netprobe.lab.cli", "app", "Emulated routes for demos and tests (root)."),
+    "alerts": ("netprobe.alerts.cli", "app", "Alert notifiers: send a test message through each."),
+    "report": ("netprobe.report.cli", "app", "Reports from the hourly rollups (evening peak)."),
+    "budget": ("netprobe.budget.cli", "budget", None),
+    "demo": ("netprobe.demo.cli", "demo", None),
+    "diagnose": ("netprobe.diagnose.cli", "diagnose", None),
+    "target": ("netprobe.target.cli", "target", None),  # `netprobe target --listen …`
+}
 
 
-def _register() -> None:
-    from netprobe.agent.cli import app as agent_app
-    from netprobe.alerts.cli import app as alerts_app
-    from netprobe.budget.cli import budget as budget_cmd
-    from netprobe.collector.cli import app as collector_app
-    from netprobe.config_cli import app as config_app
-    from netprobe.demo.cli import demo as demo_cmd
-    from netprobe.diagnose.cli import diagnose as diagnose_cmd
-    from netprobe.lab.cli import app as lab_app
-    from netprobe.probe_cli import app as probe_app
-    from netprobe.report.cli import app as report_app
-    from netprobe.store.cli import app as db_app
-    from netprobe.target.cli import target as target_cmd
-
-    app.add_typer(probe_app, name="probe", help="Run one probe now and print what it measured.")
-    app.add_typer(agent_app, name="agent", help="Run the scheduled agent.")
-    app.add_typer(collector_app, name="collector", help="Run the central collector; manage agent tokens.")
-    app.add_typer(config_app, name="config", help="Validate configuration files.")
-    app.add_typer(db_app, name="db", help="Database maintenance.")
-    app.add_typer(lab_app, name="lab", help="Emulated routes for demos and tests (root).")
-    app.add_typer(alerts_app, name="alerts", help="Alert notifiers: send a test message through each.")
-    app.add_typer(report_app, name="report", help="Reports from the hourly rollups (evening peak).")
-    app.command("budget")(budget_cmd)
-    app.command("demo")(demo_cmd)
-    app.command("diagnose")(diagnose_cmd)
-    app.command("target")(target_cmd)  # one command, not a group: `netprobe target --listen …`
+def _root() -> None:
+    pass
 
 
-_register()
+def build_app(only: str | None = None) -> typer.Typer:
+    """The whole command tree, or just the group `only` names: `netprobe agent run` then does not
+    import (and keep in memory for the daemon's lifetime) the lab, reports, collector, …"""
+    app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, help=HELP)
+    app.callback()(_root)  # a group even with one command in it: `netprobe target …` keeps its word
+    for name, (module, attr, help_text) in _COMMANDS.items():
+        if only is not None and name != only:
+            continue
+        obj = getattr(importlib.import_module(module), attr)
+        if help_text is None:
+            app.command(name)(obj)
+        else:
+            app.add_typer(obj, name=name, help=help_text)
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # `from netprobe.cli import app`: the whole tree, built once
+        globals()["app"] = full = build_app()
+        return full
+    raise AttributeError(f"module 'netprobe.cli' has no attribute {name!r}")
+
+
+def _error(text: str, markup: bool = True) -> None:
+    from rich.console import Console  # only on the way out with an error
+
+    Console(stderr=True, soft_wrap=True).print(text, highlight=False, markup=markup)
 
 
 def main() -> None:
+    # The first word names the group; help, an unknown word or nothing at all get the whole tree.
+    word = sys.argv[1] if len(sys.argv) > 1 else ""
     try:
-        app()
+        build_app(word if word in _COMMANDS else None)()
     except ConfigError as exc:
         where = f"{exc.source}: " if exc.source else ""
         n = len(exc.problems)
-        err_console.print(f"[bold red]error:[/] {where}{n} configuration problem{'s' * (n != 1)}",
-                          highlight=False)
+        _error(f"[bold red]error:[/] {where}{n} configuration problem{'s' * (n != 1)}")
         for problem in exc.problems:
-            err_console.print(f"  {problem}", highlight=False, markup=False)
+            _error(f"  {problem}", markup=False)
         sys.exit(exc.exit_code)
     except NetprobeError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        _error(f"[bold red]error:[/] {exc}")
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)

@@ -34,11 +34,12 @@ def run(
 
 
 async def _run(agent: Agent, summary: bool) -> int:
-    from netprobe.agent.summary import print_summary
     from netprobe.results import utc_now
 
     started = utc_now()
     code = await agent.run()
     if summary:
+        from netprobe.agent.summary import print_summary  # rich: only for --summary
+
         await print_summary(agent.config, started, agent.db_url)
     return code

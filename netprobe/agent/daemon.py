@@ -8,11 +8,9 @@ import signal
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from netprobe.agent.scheduler import ProbeScheduler
-from netprobe.agent.uplink import Uplink, read_token
-from netprobe.alerts.engine import Alerting, alerting
 from netprobe.config import Config, load_config
 from netprobe.errors import ConfigError
 from netprobe.logs import log_event, setup_logging
@@ -21,6 +19,10 @@ from netprobe.resolve import Resolver
 from netprobe.results import ProbeResult, envelope
 from netprobe.sinks.pipeline import Pipeline
 from netprobe.store import Store, open_store
+
+if TYPE_CHECKING:
+    from netprobe.agent.uplink import Uplink
+    from netprobe.alerts.engine import Alerting
 
 log = logging.getLogger("netprobe.agent")
 
@@ -92,10 +94,24 @@ class Agent:
     async def run(self) -> int:
         cfg = self.config
         extra_sinks = self._extra_sinks()  # a missing token file fails here, before the store opens
-        uplink_token = read_token(cfg.uplink) if cfg.uplink.url else None
-        alerts = alerting(cfg.alerts, cfg.notifiers, agent_id=cfg.agent.id)  # reads notifier secrets
+        # Uplink and alerting (aiohttp client, tenacity, notifiers) are imported only when configured:
+        # a daemon keeps every module it imported in memory for good.
+        uplink_token: str | None = None
+        if cfg.uplink.url:
+            from netprobe.agent.uplink import read_token
+
+            uplink_token = read_token(cfg.uplink)
+        alerts: Alerting | None = None
+        if cfg.alerts:
+            from netprobe.alerts.engine import alerting
+
+            alerts = alerting(cfg.alerts, cfg.notifiers, agent_id=cfg.agent.id)  # reads notifier secrets
         self.store = await open_store(self.db_url)
-        uplink = Uplink(self.store, cfg.uplink, uplink_token) if uplink_token is not None else None
+        uplink: Uplink | None = None
+        if uplink_token is not None:
+            from netprobe.agent.uplink import Uplink
+
+            uplink = Uplink(self.store, cfg.uplink, uplink_token)
         ctx = ProbeContext(resolver=Resolver(refresh=cfg.resolver.refresh), icmp_max_rate=cfg.icmp_max_rate())
         self._enrich(ctx, None)
         pipeline = Pipeline([StoreSink(self.store, uplink), *extra_sinks])
@@ -193,7 +209,6 @@ class Agent:
 
     def _enrich(self, ctx: ProbeContext, old: Config | None) -> None:
         """GeoIP readers and line rules for mtr; databases reopened only when their paths change."""
-        from netprobe.geoip import GeoIP
         from netprobe.lines import LineClassifier
 
         geo = self.config.geoip
@@ -202,7 +217,11 @@ class Agent:
             return
         if ctx.geoip is not None:
             ctx.geoip.close()
-        ctx.geoip = GeoIP(geo.asn_path, geo.city_path) if geo.asn_path or geo.city_path else None
+        ctx.geoip = None
+        if geo.asn_path or geo.city_path:
+            from netprobe.geoip import GeoIP  # geoip2 and maxminddb only when a database is configured
+
+            ctx.geoip = GeoIP(geo.asn_path, geo.city_path)
 
     def _reload(self, scheduler: ProbeScheduler, ctx: ProbeContext) -> None:
         try:

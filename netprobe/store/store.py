@@ -15,7 +15,6 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import orjson
-from alembic.util import CommandError
 from sqlalchemy import Select, Table, Text, bindparam, delete, func, select, text, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -508,7 +507,7 @@ class Store:
             async with (self._write_lock or contextlib.nullcontext()), mapped_errors(self._url, doing), \
                     self._engine.begin() as conn:
                 yield conn
-        except CommandError as exc:
+        except migrate.MigrationError as exc:
             raise StorageError(f"{doing} {self.url} failed: {exc}") from exc
 
     @asynccontextmanager

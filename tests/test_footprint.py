@@ -1,0 +1,70 @@
+"""The agent daemon's import set: a long-running process keeps every module it imported, so
+`netprobe agent run` must not import what it never uses (bench/agent_footprint.py measures the RSS)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from netprobe.store.migrate import _script_head, head_revision
+
+# Never needed by an agent without [alerts], [influxdb] or [geoip] on a database at the head
+# (ripe.atlas.sagan is not listed: its namespace-package .pth imports `ripe` at interpreter start).
+NOT_IMPORTED = ("alembic", "mako", "pygments", "rich", "geoip2", "maxminddb", "influxdb_client",
+                "netprobe.lab", "netprobe.report", "netprobe.collector", "netprobe.alerts.engine",
+                "netprobe.alerts.notify", "netprobe.store.cli", "netprobe.probe_cli", "netprobe.demo",
+                "netprobe.agent.summary")
+
+RUN = """
+import atexit, json, sys
+out, config = sys.argv[1:3]
+atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
+sys.argv = ["netprobe", "agent", "run", "--config", config, "--duration", "1"]
+from netprobe.cli import main
+main()
+"""
+
+AGENT = """
+[agent]
+id = "footprint"
+region = "test"
+isp = "lo"
+timezone = "UTC"
+
+[storage]
+url = "sqlite:///{db}"
+
+[probes.tcp]
+every = "1s"
+count = 1
+interval = "0.1s"
+timeout = "0.2s"
+
+[[targets]]
+id = "closed"
+host = "127.0.0.1"
+datacenter = "lo"
+probes = ["tcp"]
+tcp_port = 1
+"""
+
+
+def test_script_head_is_alembics_head() -> None:
+    assert _script_head() == head_revision()
+
+
+def test_agent_run_does_not_import_what_it_never_uses(tmp_path: Path) -> None:
+    db, cfg, out = tmp_path / "agent.db", tmp_path / "agent.toml", tmp_path / "modules.json"
+    cfg.write_text(AGENT.format(db=db))
+    cli = [sys.executable, "-m", "netprobe.cli"]
+    subprocess.run([*cli, "db", "upgrade", "--db", f"sqlite:///{db}"], check=True, capture_output=True,
+                   timeout=60)
+    run = subprocess.run([sys.executable, "-c", RUN, str(out), str(cfg)], capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "msg=round" in run.stderr  # it really probed and stored
+    modules = json.loads(out.read_text())
+    loaded = sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in NOT_IMPORTED))
+    assert loaded == []

@@ -126,8 +126,11 @@ def in_agent_ns(args: list[str]) -> list[str]:
     return ["ip", "netns", "exec", AGENT_NS, *args]
 
 
-def proc_sample(pid: int) -> tuple[float, float, float] | None:
-    """(RSS MB, anonymous RSS MB, CPU seconds) of a live process, None once it is gone."""
+Sample = tuple[float, float, float, float, float]  # t, RSS MB, anonymous MB, CPU s, of which user s
+
+
+def proc_sample(pid: int) -> tuple[float, float, float, float] | None:
+    """(RSS MB, anonymous RSS MB, CPU seconds, user CPU seconds) of a live process, None once gone."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -138,7 +141,8 @@ def proc_sample(pid: int) -> tuple[float, float, float] | None:
     if "VmRSS" not in kb:  # a zombie
         return None
     fields = stat.rsplit(")", 1)[1].split()
-    return kb["VmRSS"] / 1024, kb.get("RssAnon", 0) / 1024, (int(fields[11]) + int(fields[12])) / CLK
+    return (kb["VmRSS"] / 1024, kb.get("RssAnon", 0) / 1024, (int(fields[11]) + int(fields[12])) / CLK,
+            int(fields[11]) / CLK)
 
 
 def is_agent(pid: int) -> bool:
@@ -208,8 +212,8 @@ def schedule_check(db: Path, targets: list[dict[str, Any]], started: datetime,
     return {p: {"stored": stored[p], "expected": expected[p], "possible": possible[p]} for p in EVERY}
 
 
-def slope_mb_per_min(samples: list[tuple[float, float, float, float]], t0: float) -> float:
-    steady = [(t, rss) for t, rss, _, _ in samples if t >= t0]
+def slope_mb_per_min(samples: list[Sample], t0: float) -> float:
+    steady = [(s[0], s[1]) for s in samples if s[0] >= t0]
     if len(steady) < 3:
         return math.nan
     ts, ys = zip(*steady, strict=True)
@@ -218,7 +222,7 @@ def slope_mb_per_min(samples: list[tuple[float, float, float, float]], t0: float
     return sum((t - mt) * (y - my) for t, y in steady) / var * 60 if var else math.nan
 
 
-def at(samples: list[tuple[float, float, float, float]], t: float) -> tuple[float, float, float, float]:
+def at(samples: list[Sample], t: float) -> Sample:
     return min(samples, key=lambda s: abs(s[0] - t))
 
 
@@ -261,7 +265,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                                                 str(SCRAPE_EVERY), str(seconds + 30)]),
                                    stdout=subprocess.PIPE, text=True)
         t_start = time.monotonic()
-        samples: list[tuple[float, float, float, float]] = []
+        samples: list[Sample] = []
         while agent.poll() is None:
             s = proc_sample(agent.pid)
             if s is not None and is_agent(agent.pid):
@@ -293,8 +297,9 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     warm = args.warmup * 60
     w, e = at(samples, warm), samples[-1]
     cpu_pct = (e[3] - w[3]) / (e[0] - w[0]) * 100 if e[0] > w[0] else math.nan
+    user_pct = (e[4] - w[4]) / (e[0] - w[0]) * 100 if e[0] > w[0] else math.nan
     by_time: dict[int, tuple[float, float]] = {}  # the last sample of each minute
-    for t, rss, anon, _ in samples:
+    for t, rss, anon, _, _ in samples:
         by_time[int(t // 60)] = (rss, anon)
     return {
         "minutes": args.minutes, "warmup_min": args.warmup, "targets": args.targets,
@@ -303,7 +308,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                    "slope_mb_per_min": round(slope_mb_per_min(samples, warm), 3)},
         "anon_mb": {"warmup": round(w[2], 1), "end": round(e[2], 1), "growth": round(e[2] - w[2], 1)},
         "per_minute_rss_anon_mb": {m: [round(v, 1) for v in by_time[m]] for m in sorted(by_time)},
-        "cpu_pct": round(cpu_pct, 2), "cpu_s_total": round(e[3], 1),
+        "cpu_pct": round(cpu_pct, 2), "cpu_user_pct": round(user_pct, 2), "cpu_s_total": round(e[3], 1),
         "warmup_cpu_s": round(w[3], 2),
         "rounds": schedule_check(db, targets, started, stopped),
         "statuses": dict(sorted(statuses.items())),
@@ -323,7 +328,8 @@ def report(r: dict[str, Any]) -> bool:
     print(f"anonymous RSS MB: after warm-up {anon['warmup']}  end {anon['end']}  growth {anon['growth']:+}")
     print("RSS/anon MB by minute:",
           " ".join(f"{m}:{v[0]}/{v[1]}" for m, v in r["per_minute_rss_anon_mb"].items()))
-    print(f"CPU: {r['cpu_pct']} % of one core in steady state (goal ≤ {GOAL_CPU_PCT:g}); "
+    print(f"CPU: {r['cpu_pct']} % of one core in steady state (goal ≤ {GOAL_CPU_PCT:g}; user "
+          f"{r['cpu_user_pct']} %, system {round(r['cpu_pct'] - r['cpu_user_pct'], 2)} %); "
           f"{r['warmup_cpu_s']} s in the warm-up (start-up included), {r['cpu_s_total']} s in all")
     ok_rounds = True
     for probe, c in r["rounds"].items():

@@ -253,3 +253,13 @@ def test_metrics_listen_must_be_host_port(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "netprobe.cli", "config", "check", str(cfg)],
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 2 and "metrics.listen" in (out.stdout + out.stderr)
+
+
+def test_round_log_fields_of_an_sse_round() -> None:
+    """sse's connect_ms is one number, not RTT statistics: the round's log line must not raise."""
+    from netprobe.agent.daemon import round_fields
+
+    body = {"status": "ok", "connect_ms": 12.5, "loss_pct": 0.0, "first_event_ms": 40.1}
+    assert round_fields(body) == {"status": "ok", "loss_pct": 0.0}
+    tcp = {"status": "ok", "connect_ms": {"p50": 1.23456, "p95": 2.5}}
+    assert round_fields(tcp) == {"status": "ok", "p50_ms": 1.235, "p95_ms": 2.5}

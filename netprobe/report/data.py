@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from netprobe.store.engine import READ_ONLY, mapped_errors
@@ -63,6 +63,29 @@ async def load_targets(store: Store) -> dict[str, TargetInfo]:
     return {r.id: TargetInfo(r.id, r.host, r.datacenter or None, r.line or None) for r in rows}
 
 
+async def _newest_routes(conn: AsyncConnection, pairs: Sequence[tuple[str, str]], now: datetime,
+                         depth: int) -> dict[tuple[str, str], tuple[str, datetime]]:
+    """Of each pair's newest `depth` mtr rounds before `now`, the newest with a route label."""
+    c = probe_results.c
+    out: dict[tuple[str, str], tuple[str, datetime]] = {}
+    for i in range(0, len(pairs), 500):
+        chunk = pairs[i:i + 500]
+        rn = func.row_number().over(partition_by=(c.agent_id, c.target_id),
+                                    order_by=c.started_at.desc()).label("rn")
+        inner = (select(c.agent_id, c.target_id, c.id, c.started_at, c.envelope, rn)
+                 .where(tuple_(c.agent_id, c.target_id).in_(chunk), c.probe == MTR, c.status != "error",
+                        c.started_at < now).subquery())
+        q = select(inner).where(inner.c.rn <= depth).order_by(inner.c.agent_id, inner.c.target_id, inner.c.rn)
+        for row in (await conn.execute(q)).all():
+            key = (row.agent_id, row.target_id)
+            if key in out:
+                continue
+            route = route_of(row.id, row.started_at, row.envelope)
+            if route is not None and route.label is not None:
+                out[key] = (route.label, row.started_at)
+    return out
+
+
 async def detected_lines(store: Store, pairs: Iterable[tuple[str, str]],
                          now: datetime) -> dict[tuple[str, str], DetectedLine]:
     """The latest mtr route label per agent × target before `now`: from the newest stored mtr round
@@ -72,7 +95,6 @@ async def detected_lines(store: Store, pairs: Iterable[tuple[str, str]],
     if not wanted:
         return out
     p = path_changes.c
-    c = probe_results.c
     newest = (select(p.agent_id, p.target_id, func.max(p.detected_at).label("at"))
               .where(p.label.is_not(None), p.detected_at < now)
               .group_by(p.agent_id, p.target_id).subquery())
@@ -85,17 +107,16 @@ async def detected_lines(store: Store, pairs: Iterable[tuple[str, str]],
             key = (row.agent_id, row.target_id)
             if key in wanted:   # several events at one instant: the last inserted wins
                 out[key] = DetectedLine(row.label, row.detected_at, "event")
-        for agent_id, target_id in sorted(wanted):
-            q = (select(c.id, c.started_at, c.envelope)
-                 .where(c.agent_id == agent_id, c.target_id == target_id, c.probe == MTR,
-                        c.status != "error", c.started_at < now)
-                 .order_by(c.started_at.desc()).limit(_LATEST_MTR))
-            for result_id, started_at, envelope in (await conn.execute(q)).all():
-                route = route_of(result_id, started_at, envelope)
-                if route is None or route.label is None:
-                    continue
-                seen = out.get((agent_id, target_id))
-                if seen is None or started_at >= seen.seen_at:
-                    out[(agent_id, target_id)] = DetectedLine(route.label, started_at, MTR)
+        # The newest usable mtr round per pair: one query for the newest round of every pair, then
+        # the newest _LATEST_MTR of the few pairs whose newest round had no label.
+        pending = sorted(wanted)
+        for depth in (1, _LATEST_MTR):
+            if not pending:
                 break
+            found = await _newest_routes(conn, pending, now, depth)
+            for key, (label, started_at) in found.items():
+                seen = out.get(key)
+                if seen is None or started_at >= seen.seen_at:
+                    out[key] = DetectedLine(label, started_at, MTR)
+            pending = [k for k in pending if k not in found] if depth == 1 else []
     return out

@@ -257,15 +257,17 @@ async def local_days(conn: AsyncConnection, agent_id: str, zone: ZoneInfo, first
         if p["B"] is not None:
             wanted[(*key, p["B"])].add("sums")
         wanted[(*key, p["R"])].add(f"l{p['k']}")
-    fetched: dict[tuple[str, str, datetime], Any] = {}
-    if wanted:
-        keys = sorted(wanted)
+    fetched: dict[tuple[str, str, datetime], dict[str, Any]] = {}
+    by_columns: dict[tuple[str, ...], list[tuple[str, str, datetime]]] = defaultdict(list)
+    for key_fu, needs in wanted.items():
+        by_columns[tuple(sorted(needs))].append(key_fu)
+    for names, keys in by_columns.items():       # only the columns each row is read for
+        cols = [_P.payload if n == "sums" else getattr(_P, n) for n in names]
         for i in range(0, len(keys), 500):
-            chunk = keys[i:i + 500]
-            q = select(_P.target_id, _P.probe, _P.folded_until, _P.payload, *_LEVEL_COLS).where(
-                _P.agent_id == agent_id, tuple_(_P.target_id, _P.probe, _P.folded_until).in_(chunk))
+            q = select(_P.target_id, _P.probe, _P.folded_until, *cols).where(
+                _P.agent_id == agent_id, tuple_(_P.target_id, _P.probe, _P.folded_until).in_(keys[i:i + 500]))
             for r in await conn.execute(q):
-                fetched[(r.target_id, r.probe, r.folded_until)] = r
+                fetched[(r[0], r[1], r[2])] = dict(zip(names, r[3:], strict=True))
 
     out: Days = {}
     tails: dict[tuple[str, str], datetime] = {}
@@ -277,11 +279,11 @@ async def local_days(conn: AsyncConnection, agent_id: str, zone: ZoneInfo, first
         if lrow is None or rrow is None or (p["B"] is not None and brow is None):
             missing = True            # a fold or a late write in between: read the hours instead
             continue
-        sums = decode_sums(lrow.payload, only)
+        sums = decode_sums(lrow["sums"], only)
         if brow is not None:
-            for h, s in decode_sums(brow.payload, only).items():
+            for h, s in decode_sums(brow["sums"], only).items():
                 sums.setdefault(h, Sums()).add(s, -1.0)
-        lk, rk = decode_level(getattr(lrow, f"l{p['k']}")), decode_level(getattr(rrow, f"l{p['k']}"))
+        lk, rk = decode_level(lrow[f"l{p['k']}"]), decode_level(rrow[f"l{p['k']}"])
         ext: dict[int, Extremes] = {}
         for h in set(lk) | set(rk):
             if only is not None and h not in only:

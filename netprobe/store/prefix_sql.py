@@ -223,15 +223,20 @@ async def local_days(conn: AsyncConnection, agent_id: str, zone: ZoneInfo, first
     cond = [_P.agent_id == agent_id, _P.probe.in_(probes), _P.zone == str(zone.key)]
     if targets is not None:
         cond.append(_P.target_id.in_(targets))
-    last_q = (select(_P.target_id, _P.probe, func.max(_P.folded_until).label("fu"))
-              .where(*cond, _P.folded_until <= now).group_by(_P.target_id, _P.probe))
-    before_q = (select(_P.target_id, _P.probe, func.max(_P.folded_until).label("fu"))
-                .where(*cond, _P.folded_until <= start).group_by(_P.target_id, _P.probe))
-    first_q = (select(_P.target_id, _P.probe, func.min(_P.folded_until).label("fu"))
-               .where(*cond).group_by(_P.target_id, _P.probe))
-    lasts = {(r.target_id, r.probe): r.fu for r in await conn.execute(last_q)}
-    befores = {(r.target_id, r.probe): r.fu for r in await conn.execute(before_q)}
-    firsts = {(r.target_id, r.probe): r.fu for r in await conn.execute(first_q)}
+    col = _P.folded_until
+    marks = (select(_P.target_id, _P.probe, func.max(col).filter(col <= now).label("last"),
+                    func.max(col).filter(col <= start).label("before"), func.min(col).label("first"))
+             .where(*cond).group_by(_P.target_id, _P.probe))       # one pass over the agent's rows
+    lasts: dict[tuple[str, str], datetime] = {}
+    befores: dict[tuple[str, str], datetime] = {}
+    firsts: dict[tuple[str, str], datetime] = {}
+    for r in await conn.execute(marks):
+        key = (r.target_id, r.probe)
+        firsts[key] = r.first
+        if r.last is not None:
+            lasts[key] = r.last
+        if r.before is not None:
+            befores[key] = r.before
 
     # Which rows to read, per series: L (sums + extremes at its day), B (sums before the first day),
     # R (extremes of the 2^k days starting at the first day).

@@ -97,3 +97,28 @@ async def test_prefix_and_hourly_reports_are_the_same_on_postgres() -> None:
         await write_all(hourly, envs, fold=False)
         await write_all(folded, envs)
         await _same_both_ways(hourly, folded)
+
+
+async def test_an_agent_that_changes_zone_is_read_in_its_new_zone_before_and_after_the_fold(
+        tmp_path: Path) -> None:
+    envs = dataset(days=6, seed=8)
+    hourly, folded = f"sqlite:///{tmp_path / 'h.db'}", f"sqlite:///{tmp_path / 'f.db'}"
+    await write_all(hourly, envs, fold=False)
+    await write_all(folded, envs)
+    moved = icmp(NOW - timedelta(minutes=30), "fra-dt-1", "hk-cn2", [30.0] * 20)
+    moved["agent"] = {**moved["agent"], "timezone": "Asia/Tokyo"}     # the agent's row takes the new zone
+    for url in (hourly, folded):
+        store = await open_store(url)
+        try:
+            assert (await store.write([moved])).accepted == 1
+        finally:
+            await store.close()
+    await _same_both_ways(hourly, folded)        # its rows are in the old zone: read from the hours
+    store = await open_store(folded)
+    try:
+        await store.fold_rollups()               # rebuilt in Asia/Tokyo
+    finally:
+        await store.close()
+    await _same_both_ways(hourly, folded)
+    report = await _report(folded, days=3, agent="fra-dt-1")
+    assert {r["timezone"] for r in report["rows"]} == {"Asia/Tokyo"}

@@ -220,7 +220,9 @@ async def local_days(conn: AsyncConnection, agent_id: str, zone: ZoneInfo, first
     local date is ≥ `first` and that started before `now` (so: the last N local days, today included).
     `hours_of_day`: per probe, the only hours of day wanted (None: all 24)."""
     start = midnight(first, zone)
-    cond = [_P.agent_id == agent_id, _P.probe.in_(probes), _P.zone == str(zone.key)]
+    # No zone here: the marks come from the primary key alone (an index-only pass); the rows read
+    # below are checked for it.
+    cond = [_P.agent_id == agent_id, _P.probe.in_(probes)]
     if targets is not None:
         cond.append(_P.target_id.in_(targets))
     col = _P.folded_until
@@ -269,10 +271,11 @@ async def local_days(conn: AsyncConnection, agent_id: str, zone: ZoneInfo, first
     for names, keys in by_columns.items():       # only the columns each row is read for
         cols = [_P.payload if n == "sums" else getattr(_P, n) for n in names]
         for i in range(0, len(keys), 500):
-            q = select(_P.target_id, _P.probe, _P.folded_until, *cols).where(
+            q = select(_P.target_id, _P.probe, _P.folded_until, _P.zone, *cols).where(
                 _P.agent_id == agent_id, tuple_(_P.target_id, _P.probe, _P.folded_until).in_(keys[i:i + 500]))
             for r in await conn.execute(q):
-                fetched[(r[0], r[1], r[2])] = dict(zip(names, r[3:], strict=True))
+                if r[3] == str(zone.key):      # rows of another zone: the fold has yet to redo them
+                    fetched[(r[0], r[1], r[2])] = dict(zip(names, r[4:], strict=True))
 
     out: Days = {}
     tails: dict[tuple[str, str], datetime] = {}

@@ -133,8 +133,8 @@ class Sums:
 
     @classmethod
     def from_json(cls, d: Sequence[Any]) -> Sums:
-        return cls(int(d[0]), [float(x) for x in d[1]], int(d[2]), [float(x) for x in d[3]], int(d[4]),
-                   [float(x) for x in d[5]], float(d[6]), {k: [float(v[0]), v[1]] for k, v in d[7].items()})
+        # counts and sums as orjson gives them (int or float): adding them is exact either way
+        return cls(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7])
 
     def rollup(self, lo: float | None, hi: float | None) -> Rollup:
         """The Rollup these sums stand for, with the exact min/max the caller knows."""

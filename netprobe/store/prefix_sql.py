@@ -270,10 +270,19 @@ async def local_days(conn: AsyncConnection, agent_id: str, zone: ZoneInfo, first
         by_columns[tuple(sorted(needs))].append(key_fu)
     for names, keys in by_columns.items():       # only the columns each row is read for
         cols = [_P.payload if n == "sums" else getattr(_P, n) for n in names]
-        for i in range(0, len(keys), 500):
-            q = select(_P.target_id, _P.probe, _P.folded_until, _P.zone, *cols).where(
-                _P.agent_id == agent_id, tuple_(_P.target_id, _P.probe, _P.folded_until).in_(keys[i:i + 500]))
+        base = select(_P.target_id, _P.probe, _P.folded_until, _P.zone, *cols).where(_P.agent_id == agent_id)
+        instants = sorted({k[2] for k in keys})
+        if len(instants) <= 8:      # the usual case: every series folded by the same runs, at midnights
+            wanted_keys = set(keys)
+            queries = [base.where(_P.probe.in_(probes), _P.folded_until.in_(instants))]
+        else:
+            wanted_keys = None
+            queries = [base.where(tuple_(_P.target_id, _P.probe, _P.folded_until).in_(keys[i:i + 500]))
+                       for i in range(0, len(keys), 500)]
+        for q in queries:
             for r in await conn.execute(q):
+                if wanted_keys is not None and (r[0], r[1], r[2]) not in wanted_keys:
+                    continue
                 if r[3] == str(zone.key):      # rows of another zone: the fold has yet to redo them
                     fetched[(r[0], r[1], r[2])] = dict(zip(names, r[4:], strict=True))
 

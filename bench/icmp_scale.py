@@ -42,6 +42,17 @@ CLK = os.sysconf("SC_CLK_TCK")
 SPREAD = 0.9
 
 
+
+def _pin_relay(relay_pid: int) -> tuple[list[int], list[str]]:
+    """The relay gets a core of its own and both pingers share the other(s), so neither pinger is
+    measured through the other's CPU contention with the relay (a 2-core machine). Returns the CPUs and
+    the `taskset` prefix for the pingers (empty on one core)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return cpus, []
+    os.sched_setaffinity(relay_pid, {cpus[-1]})
+    return cpus, ["taskset", "-c", ",".join(str(c) for c in cpus[:-1])]
+
 def cpu_times(pid: int) -> tuple[float, float]:
     """(user, system) CPU seconds of a process."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -129,13 +140,7 @@ def main() -> int:
     route = next(iter(state.routes.values()))
     targets = route.ipv4_hosts(args.targets)
     ns = state.agent_ns
-    # The relay gets a core of its own and both pingers share the other, so neither pinger is
-    # measured through the other's CPU contention with the relay (a 2-core machine).
-    cpus = sorted(os.sched_getaffinity(0))
-    pin: list[str] = []
-    if len(cpus) >= 2:
-        os.sched_setaffinity(state.relay_pid, {cpus[-1]})
-        pin = ["taskset", "-c", ",".join(str(c) for c in cpus[:-1])]
+    cpus, pin = _pin_relay(state.relay_pid)
     stack = contextlib.ExitStack()
     try:
         if not args.no_keep_awake:
@@ -291,11 +296,7 @@ def user_path(args: Any) -> int:
     tfile = tmp / "targets.txt"
     tfile.write_text("\n".join(targets) + "\n")
     ns = state.agent_ns
-    cpus = sorted(os.sched_getaffinity(0))
-    pin: list[str] = []
-    if len(cpus) >= 2:  # the relay on a core of its own, both pingers on the other(s), as above
-        os.sched_setaffinity(state.relay_pid, {cpus[-1]})
-        pin = ["taskset", "-c", ",".join(str(c) for c in cpus[:-1])]
+    cpus, pin = _pin_relay(state.relay_pid)
     stack = contextlib.ExitStack()
     try:
         if not args.no_keep_awake:

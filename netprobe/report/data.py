@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import func, select, tuple_
+from sqlalchemy import Select, cast, func, literal, select
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from netprobe.store.engine import READ_ONLY, mapped_errors
@@ -63,26 +66,65 @@ async def load_targets(store: Store) -> dict[str, TargetInfo]:
     return {r.id: TargetInfo(r.id, r.host, r.datacenter or None, r.line or None) for r in rows}
 
 
-async def _newest_routes(conn: AsyncConnection, pairs: Sequence[tuple[str, str]], now: datetime,
-                         depth: int) -> dict[tuple[str, str], tuple[str, datetime]]:
-    """Of each pair's newest `depth` mtr rounds before `now`, the newest with a route label."""
-    c = probe_results.c
+def _route_fields(c: Any, dialect: str) -> tuple[Any, ...]:
+    # Only what decides the label: an mtr envelope's hubs are most of its size. `reached` as "is it
+    # JSON false" (SQLite's json_extract reads false as 0, which route_of must not take for false).
+    env = c.envelope
+    if dialect == "postgresql":
+        unreached = env[("result", "reached")] == cast(literal("false"), JSONB)
+    else:
+        unreached = func.json_type(env, "$.result.reached") == "false"
+    return (env[("result", "status")], unreached, env[("result", "route")], env[("target", "line")])
+
+
+def _label(row: Any) -> str | None:
+    """route_of's verdict on the fields read by _route_fields."""
+    status, unreached, route, line = row[-4:]
+    envelope = {"probe": MTR, "target": {"line": line},
+                "result": {"status": status, "reached": False if unreached else None, "route": route}}
+    found = route_of(row.id, row.started_at, envelope)
+    return found.label if found is not None else None
+
+
+async def _newest_routes(conn: AsyncConnection, dialect: str, pairs: Sequence[tuple[str, str]], now: datetime
+                         ) -> dict[tuple[str, str], tuple[str, datetime]]:
+    """Of each pair's newest _LATEST_MTR mtr rounds before `now`, the newest with a route label. Each
+    pair costs index lookups (its newest round, by a correlated subquery per agent), not a scan of
+    its raw rounds: the newest usually has a label; the few pairs whose newest has none look deeper."""
+    c, t = probe_results.c, targets.c
     out: dict[tuple[str, str], tuple[str, datetime]] = {}
-    for i in range(0, len(pairs), 500):
-        chunk = pairs[i:i + 500]
-        rn = func.row_number().over(partition_by=(c.agent_id, c.target_id),
-                                    order_by=c.started_at.desc()).label("rn")
-        inner = (select(c.agent_id, c.target_id, c.id, c.started_at, c.envelope, rn)
-                 .where(tuple_(c.agent_id, c.target_id).in_(chunk), c.probe == MTR, c.status != "error",
-                        c.started_at < now).subquery())
-        q = select(inner).where(inner.c.rn <= depth).order_by(inner.c.agent_id, inner.c.target_id, inner.c.rn)
-        for row in (await conn.execute(q)).all():
-            key = (row.agent_id, row.target_id)
-            if key in out:
-                continue
-            route = route_of(row.id, row.started_at, row.envelope)
-            if route is not None and route.label is not None:
-                out[key] = (route.label, row.started_at)
+    by_agent: dict[str, list[str]] = defaultdict(list)
+    for agent_id, target_id in pairs:
+        by_agent[agent_id].append(target_id)
+
+    def newest(agent_id: str, target_id: Any, depth: int) -> Select[Any]:
+        return (select(c.id).where(c.agent_id == agent_id, c.target_id == target_id, c.probe == MTR,
+                                   c.status != "error", c.started_at < now)
+                .order_by(c.started_at.desc(), c.id.desc()).limit(depth))
+
+    ids: list[str] = []
+    for agent_id, target_ids in sorted(by_agent.items()):
+        for i in range(0, len(target_ids), 500):
+            q = select(newest(agent_id, t.id, 1).scalar_subquery()).where(t.id.in_(target_ids[i:i + 500]))
+            ids += [r[0] for r in await conn.execute(q) if r[0] is not None]
+    unlabelled = set(pairs)
+    for i in range(0, len(ids), 500):
+        q = (select(c.agent_id, c.target_id, c.id, c.started_at, *_route_fields(c, dialect))
+             .where(c.id.in_(ids[i:i + 500])))
+        for row in await conn.execute(q):
+            label = _label(row)
+            if label is not None:
+                out[(row.agent_id, row.target_id)] = (label, row.started_at)
+                unlabelled.discard((row.agent_id, row.target_id))
+    for agent_id, target_id in sorted(unlabelled):
+        recent = newest(agent_id, target_id, _LATEST_MTR).subquery()
+        q = (select(c.agent_id, c.target_id, c.id, c.started_at, *_route_fields(c, dialect))
+             .where(c.id.in_(select(recent.c.id))).order_by(c.started_at.desc(), c.id.desc()))
+        for row in await conn.execute(q):
+            label = _label(row)
+            if label is not None:
+                out[(agent_id, target_id)] = (label, row.started_at)
+                break
     return out
 
 
@@ -107,16 +149,9 @@ async def detected_lines(store: Store, pairs: Iterable[tuple[str, str]],
             key = (row.agent_id, row.target_id)
             if key in wanted:   # several events at one instant: the last inserted wins
                 out[key] = DetectedLine(row.label, row.detected_at, "event")
-        # The newest usable mtr round per pair: one query for the newest round of every pair, then
-        # the newest _LATEST_MTR of the few pairs whose newest round had no label.
-        pending = sorted(wanted)
-        for depth in (1, _LATEST_MTR):
-            if not pending:
-                break
-            found = await _newest_routes(conn, pending, now, depth)
-            for key, (label, started_at) in found.items():
-                seen = out.get(key)
-                if seen is None or started_at >= seen.seen_at:
-                    out[key] = DetectedLine(label, started_at, MTR)
-            pending = [k for k in pending if k not in found] if depth == 1 else []
+        routes = await _newest_routes(conn, store.dialect, sorted(wanted), now)
+        for key, (label, started_at) in routes.items():
+            seen = out.get(key)
+            if seen is None or started_at >= seen.seen_at:
+                out[key] = DetectedLine(label, started_at, MTR)
     return out

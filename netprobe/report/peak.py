@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 from netprobe.results import iso, utc_now
 from netprobe.stats import loss_pct
-from netprobe.store.prefix import COUNTERS, Extremes, Sums, combine, quantile
+from netprobe.store.prefix import COUNTERS, Extremes, Sums, combine, figures, quantiles
 from netprobe.store.rollups import Rollup
 from netprobe.store.store import Store
 
@@ -46,7 +46,12 @@ class WindowFigures:
     sse_gap_p95_ms: float | None = None       # mean over streams of their gap P95
     sse_server_first_ms: float | None = None  # sse openai: first event − headers (the GPU's share)
     sse_tpot_ms: float | None = None          # sse openai: time per output token
-    rollup: Rollup | None = field(default=None, repr=False, compare=False)   # the merged RTT hours
+    merged: _Merged | None = field(default=None, repr=False, compare=False)   # the merged RTT hours
+
+    @property
+    def rollup(self) -> Rollup | None:
+        """The merged RTT hours as a Rollup (sketch included), built when asked for."""
+        return self.merged.rollup if self.merged is not None else None
 
     def to_dict(self) -> dict[str, Any]:
         return {"rtt_p50_ms": self.rtt_p50_ms, "rtt_p95_ms": self.rtt_p95_ms, "rtt_p99_ms": self.rtt_p99_ms,
@@ -203,9 +208,9 @@ def _merged(entry: Entry | None, hours: Iterable[int]) -> _Merged | None:
 
 
 def _window(rtt: _Merged | None, tcp: _Merged | None, sse: _Merged | None) -> WindowFigures:
-    w = rtt.rollup.figures() if rtt else None
-    t = tcp.rollup.figures() if tcp else None
-    s = sse.rollup.figures() if sse else None
+    w = figures(rtt.sums, rtt.lo, rtt.hi) if rtt else None
+    t = figures(tcp.sums, tcp.lo, tcp.hi) if tcp else None
+    s = figures(sse.sums, sse.lo, sse.hi) if sse else None
     return WindowFigures(
         rtt_p50_ms=w["rtt_p50_ms"] if w else None, rtt_p95_ms=w["rtt_p95_ms"] if w else None,
         rtt_p99_ms=w["rtt_p99_ms"] if w else None, jitter_ms=w["jitter_ms"] if w else None,
@@ -218,7 +223,7 @@ def _window(rtt: _Merged | None, tcp: _Merged | None, sse: _Merged | None) -> Wi
         sse_delay_var_p50_ms=s["delay_var_p50_ms"] if s else None,
         sse_gap_p95_ms=s["gap_p95_ms"] if s else None,
         sse_server_first_ms=s["server_first_ms"] if s else None, sse_tpot_ms=s["tpot_ms"] if s else None,
-        rollup=rtt.rollup if rtt else None)
+        merged=rtt)
 
 
 def _worst_hour(rtt: _Merged | None, zone: ZoneInfo) -> WorstHour | None:
@@ -250,8 +255,8 @@ def _profile(rtt: Entry | None) -> tuple[HourProfile, ...]:
             continue
         s, lo, hi = m.sums, m.lo, m.hi
         sent, received, rounds = (round(s.c[_COUNTER[n]]) for n in ("sent", "received", "rounds"))
-        out.append(HourProfile(h, quantile(s, 0.05, lo, hi), quantile(s, 0.50, lo, hi),
-                               quantile(s, 0.95, lo, hi), loss_pct(sent, received) if sent else None, rounds))
+        p5, p50, p95 = quantiles(s, (0.05, 0.50, 0.95), lo, hi)
+        out.append(HourProfile(h, p5, p50, p95, loss_pct(sent, received) if sent else None, rounds))
     return tuple(out)
 
 

@@ -17,9 +17,12 @@ hours after the newest row from `rollups_hourly`, so what they see is always exa
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
+from itertools import accumulate
+from operator import add, sub
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -38,6 +41,7 @@ COUNTERS = ("rounds", "error_rounds", "sent", "received", "duplicates", "loss_pc
 _INTS = frozenset(("rounds", "error_rounds", "sent", "received", "duplicates", "loss_rounds", "rtt_count",
                    "jitter_count"))
 _MAPPING = sketches.new_sketch()._mapping
+_VALUES: dict[int, float] = {}      # bin key -> its value, as _MAPPING gives it
 
 
 class ForeignSketch(ValueError):
@@ -46,10 +50,12 @@ class ForeignSketch(ValueError):
 
 def _bins_add(off_a: int, a: list[float], off_b: int, b: Sequence[float],
               sign: float) -> tuple[int, list[float]]:
+    """a + sign·b, bin by bin (a is reused when b fits inside it). sign is ±1: a + (−1·x) is a − x
+    exactly, so map(sub) gives the same floats as adding the negated counts one by one."""
     if not b:
         return off_a, a
     if not a:
-        return off_b, [sign * x for x in b]
+        return off_b, list(b) if sign > 0 else [-x for x in b]
     lo, hi = min(off_a, off_b), max(off_a + len(a), off_b + len(b))
     if lo != off_a or hi != off_a + len(a):
         out = [0.0] * (hi - lo)
@@ -57,12 +63,13 @@ def _bins_add(off_a: int, a: list[float], off_b: int, b: Sequence[float],
     else:
         out = a
     i = off_b - lo
-    for j, x in enumerate(b):
-        out[i + j] += sign * x
+    out[i:i + len(b)] = map(add if sign > 0 else sub, out[i:i + len(b)], b)
     return lo, out
 
 
 def _trim(off: int, bins: list[float]) -> tuple[int, list[float]]:
+    if not bins or (bins[0] and bins[-1]):
+        return off, bins
     first = next((i for i, c in enumerate(bins) if c), len(bins))
     last = len(bins)
     while last > first and not bins[last - 1]:
@@ -136,14 +143,15 @@ class Sums:
         # counts and sums as orjson gives them (int or float): adding them is exact either way
         return cls(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7])
 
-    def rollup(self, lo: float | None, hi: float | None) -> Rollup:
-        """The Rollup these sums stand for, with the exact min/max the caller knows."""
+    def rollup(self, lo: float | None, hi: float | None, sketch: bool = True) -> Rollup:
+        """The Rollup these sums stand for, with the exact min/max the caller knows (`sketch=False`:
+        without the sketch, for the counters alone)."""
         values: dict[str, Any] = {}
         for name, v in zip(COUNTERS, self.c, strict=True):
             values[name] = round(v) if name in _INTS else v
         r = Rollup(**values, rtt_min=lo, rtt_max=hi)
         r.extras = {k: [v[0], round(v[1])] for k, v in self.extras.items()}
-        if self.pos or self.neg or self.zero:
+        if sketch and (self.pos or self.neg or self.zero):
             r.sketch = _sketch(self.pos_off, self.pos, self.neg_off, self.neg, self.zero)
         return r
 
@@ -166,27 +174,43 @@ def _sketch(pos_off: int, pos: list[float], neg_off: int, neg: list[float], zero
     return s
 
 
-def quantile(sums: Sums, q: float, lo: float | None, hi: float | None) -> float | None:
-    """Rollup.quantile of `sums.rollup(lo, hi)`, without building the sketch: DDSketch's own rule
-    (rank q·(n−1), the first bin whose running count exceeds it, that bin's value), clamped."""
+def quantiles(sums: Sums, qs: Sequence[float], lo: float | None, hi: float | None) -> list[float | None]:
+    """Rollup.quantile of `sums.rollup(lo, hi)` for each q, without building the sketch: DDSketch's
+    own rule (rank q·(n−1), the first bin whose running count exceeds it, that bin's value), clamped.
+    The running counts are the same left-to-right sums, so the bins found are the same."""
     if sums.neg or sums.zero:
-        return sums.rollup(lo, hi).quantile(q)
+        r = sums.rollup(lo, hi)
+        return [r.quantile(q) for q in qs]
     bins = sums.pos
-    count = sum(bins)
+    if not bins:
+        return [None] * len(qs)
+    running = list(accumulate(bins))
+    count = running[-1]
     if not count:
-        return None
-    rank = q * (count - 1)
-    running = 0.0
-    key = sums.pos_off + len(bins) - 1
-    for i, c in enumerate(bins):
-        running += c
-        if running > rank:
-            key = sums.pos_off + i
-            break
-    value = float(_MAPPING.value(key))
-    if lo is not None and hi is not None:
-        value = min(max(value, lo), hi)
-    return value
+        return [None] * len(qs)
+    out: list[float | None] = []
+    last = len(bins) - 1
+    for q in qs:
+        key = sums.pos_off + min(bisect_right(running, q * (count - 1)), last)
+        value = _VALUES.get(key)
+        if value is None:
+            value = _VALUES[key] = float(_MAPPING.value(key))
+        if lo is not None and hi is not None:
+            value = min(max(value, lo), hi)
+        out.append(value)
+    return out
+
+
+def quantile(sums: Sums, q: float, lo: float | None, hi: float | None) -> float | None:
+    return quantiles(sums, (q,), lo, hi)[0]
+
+
+def figures(sums: Sums, lo: float | None, hi: float | None) -> dict[str, Any]:
+    """Rollup.figures of `sums.rollup(lo, hi)`, its quantiles by `quantiles` (no sketch built)."""
+    r = sums.rollup(lo, hi, sketch=False)
+    out = r.figures()
+    out["rtt_p50_ms"], out["rtt_p95_ms"], out["rtt_p99_ms"] = quantiles(sums, (0.50, 0.95, 0.99), lo, hi)
+    return out
 
 
 # -- min, max and the worst hour: what does not subtract ------------------------------------------------
@@ -339,4 +363,4 @@ def fold_until(now: datetime) -> datetime:
 __all__ = ["COUNTERS", "FOLD_LAG", "HOUR", "LEVELS", "Extremes", "Folder", "ForeignSketch", "PrefixRow",
            "Sums",
            "combine", "covers", "decode_level", "decode_sums", "encode_level", "encode_sums", "extremes_of",
-           "fold_until", "level_for", "local_day", "midnight", "quantile"]
+           "figures", "fold_until", "level_for", "local_day", "midnight", "quantile", "quantiles"]

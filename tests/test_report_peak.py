@@ -196,6 +196,17 @@ async def test_mtr_fallback_tcp_sse_and_detected_line(store: Store, envs: list[d
     assert _row(rows, "sh-ct-1", "hk-bgp").peak.tcp_connect_p95_ms is None
 
 
+async def test_peak_only_gives_the_same_peak_figures(store: Store) -> None:
+    """What the budget reads (peak_only: window hours alone) is the full report's peak, row for row."""
+    for window in ("20-23", "22-2"):
+        full = await peak_rows(store, days=7, window=window, now=NOW)
+        lean = await peak_rows(store, days=7, window=window, now=NOW, peak_only=True)
+        assert [(r.agent, r.target, r.rank) for r in lean] == [(r.agent, r.target, r.rank) for r in full]
+        for a, b in zip(full, lean, strict=True):
+            assert b.peak.to_dict() == a.peak.to_dict() and b.worst_hour == a.worst_hour
+            assert b.offpeak.rounds == 0 and b.profile == () and b.detected_line is None
+
+
 async def test_ranking_per_region(store: Store) -> None:
     rows = await peak_rows(store, days=7, now=NOW)
     assert [r.region for r in rows] == sorted(r.region or "" for r in rows)   # grouped by region

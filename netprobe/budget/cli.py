@@ -91,7 +91,7 @@ async def _peak(db: str | None, days: int, window: str, region: str | None) -> l
         raise UsageError(f"--days: must be at least 1, got {days}")
     store = await open_store(db)
     try:
-        return await peak_rows(store, days, win, region=region)
+        return await peak_rows(store, days, win, region=region, peak_only=True)
     finally:
         await store.close()
 

@@ -137,8 +137,9 @@ async def detected_lines(store: Store, pairs: Iterable[tuple[str, str]],
     if not wanted:
         return out
     p = path_changes.c
+    mine = p.agent_id.in_(sorted({a for a, _ in wanted}))
     newest = (select(p.agent_id, p.target_id, func.max(p.detected_at).label("at"))
-              .where(p.label.is_not(None), p.detected_at < now)
+              .where(mine, p.label.is_not(None), p.detected_at < now)
               .group_by(p.agent_id, p.target_id).subquery())
     events_q = (select(p.agent_id, p.target_id, p.detected_at, p.label)
                 .join(newest, (p.agent_id == newest.c.agent_id) & (p.target_id == newest.c.target_id)

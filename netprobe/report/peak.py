@@ -4,6 +4,7 @@ retention)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -261,32 +262,35 @@ def _profile(rtt: Entry | None) -> tuple[HourProfile, ...]:
 
 
 def _row(agent: data.AgentInfo, zone: ZoneInfo, target_id: str, target: data.TargetInfo | None,
-         by_probe: dict[str, Entry], window: HourWindow, offpeak: HourWindow) -> PeakRow:
+         by_probe: dict[str, Entry], window: HourWindow, offpeak: HourWindow | None) -> PeakRow:
     rtt_probe = next((p for p in RTT_PROBES if p in by_probe), None)
     rtt = by_probe.get(rtt_probe) if rtt_probe else None
     tcp, sse = by_probe.get(TCP), by_probe.get(SSE)
     rtt_peak = _merged(rtt, window.hours)
     peak = _window(rtt_peak, _merged(tcp, window.hours), _merged(sse, window.hours))
-    off = _window(_merged(rtt, offpeak.hours), _merged(tcp, offpeak.hours), _merged(sse, offpeak.hours))
+    off = _window(None, None, None) if offpeak is None else \
+        _window(_merged(rtt, offpeak.hours), _merged(tcp, offpeak.hours), _merged(sse, offpeak.hours))
     return PeakRow(agent=agent.id, region=agent.region, timezone=str(zone.key), target=target_id,
                    datacenter=target.datacenter if target else None, line=target.line if target else None,
                    detected_line=None, rtt_probe=rtt_probe, peak=peak, offpeak=off,
                    worst_hour=_worst_hour(rtt_peak, zone), degradation=_degradation(peak, off),
-                   profile=_profile(rtt))
+                   profile=_profile(rtt) if offpeak is not None else ())
 
 
 async def _agent_series(store: Store, agent: str, local: LocalDays, known_targets: Iterable[str],
-                        windows: Sequence[HourWindow]) -> dict[str, dict[str, Entry]]:
+                        windows: Sequence[HourWindow], profile: bool) -> dict[str, dict[str, Entry]]:
     """Per target, per probe: what the report reads of one agent's local days. The RTT probe by every
-    hour of day (the profile); tcp and sse only in the windows; mtr only where there is no icmp."""
+    hour of day for the profile, else only in the windows, as tcp and sse; mtr only where there is no
+    icmp."""
     in_windows = sorted({h for w in windows for h in w.hours})
+    only = {TCP: in_windows, SSE: in_windows} | ({} if profile else dict.fromkeys(RTT_PROBES, in_windows))
     got = await store.local_days(agent, local.zone, local.first, local.now, (RTT_PROBES[0], TCP, SSE),
-                                 hours_of_day={TCP: in_windows, SSE: in_windows})
+                                 hours_of_day=only)
     with_icmp = {t for t, p in got if p == RTT_PROBES[0]}
     others = sorted(set(known_targets) - with_icmp)
     if others:
         got.update(await store.local_days(agent, local.zone, local.first, local.now, RTT_PROBES[1:],
-                                          targets=others))
+                                          targets=others, hours_of_day=only))
     out: dict[str, dict[str, Entry]] = defaultdict(dict)
     for (target, probe), entry in got.items():
         out[target][probe] = entry
@@ -295,27 +299,50 @@ async def _agent_series(store: Store, agent: str, local: LocalDays, known_target
 
 async def compute(store: Store, days: int = DEFAULT_DAYS, window: HourWindow | str = DEFAULT_WINDOW,
                   offpeak: HourWindow | str = DEFAULT_OFFPEAK, agent: str | None = None,
-                  region: str | None = None, now: datetime | None = None) -> PeakReport:
+                  region: str | None = None, now: datetime | None = None,
+                  peak_only: bool = False) -> PeakReport:
     """The whole report: rows ranked within each region, ordered by region, rank, agent, target.
-    Reads the prefix rollups: a few rows per series whatever `days` is (netprobe.store.prefix)."""
+    Reads the prefix rollups: a few rows per series whatever `days` is (netprobe.store.prefix).
+    `peak_only` (the budget): the peak window alone, without off-peak figures, profiles and
+    detected lines, so only the window's hours are read."""
     win, off = window_of(window, "--window"), window_of(offpeak, "--offpeak")
     if days < 1:
         raise ValueError(f"days must be at least 1, got {days}")
     now = now if now is not None else utc_now()
     agents, target_info = await data.load_agents(store), await data.load_targets(store)
+    chosen = [info for info in sorted(agents.values(), key=lambda a: a.id)
+              if (agent is None or info.id == agent) and (region is None or info.region == region)]
+    # Agents are read ahead, a few at a time, so the database answers the next one's queries while
+    # this process works on the rows it has; the detected lines are read alongside.
+    gate = asyncio.Semaphore(store.parallel_reads)
+
+    async def read(info: data.AgentInfo) -> tuple[ZoneInfo, str | None, dict[str, dict[str, Entry]]]:
+        async with gate:
+            zone, problem = zone_of(info.timezone)
+            return zone, problem, await _agent_series(store, info.id, last_days(zone, days, now),
+                                                      target_info, (win,) if peak_only else (win, off),
+                                                      profile=not peak_only)
+
+    reads = [asyncio.ensure_future(read(info)) for info in chosen]
+    line_reads: list[asyncio.Future[dict[tuple[str, str], data.DetectedLine]]] = []
     rows: list[PeakRow] = []
     warnings: list[str] = []
-    for info in sorted(agents.values(), key=lambda a: a.id):
-        if (agent is not None and info.id != agent) or (region is not None and info.region != region):
-            continue
-        zone, problem = zone_of(info.timezone)
-        local = last_days(zone, days, now)
-        grouped = await _agent_series(store, info.id, local, target_info, (win, off))
-        if grouped and problem:
-            warnings.append(f"agent {info.id}: {problem}; its windows are taken in UTC")
-        rows += [_row(info, zone, tid, target_info.get(tid), probes, win, off)
-                 for tid, probes in sorted(grouped.items())]
-    lines = await data.detected_lines(store, [(r.agent, r.target) for r in rows], now)
+    try:
+        for info, pending in zip(chosen, reads, strict=True):
+            zone, problem, grouped = await pending
+            if not peak_only:
+                line_reads.append(asyncio.ensure_future(
+                    data.detected_lines(store, [(info.id, t) for t in sorted(grouped)], now)))
+            if grouped and problem:
+                warnings.append(f"agent {info.id}: {problem}; its windows are taken in UTC")
+            rows += [_row(info, zone, tid, target_info.get(tid), probes, win, None if peak_only else off)
+                     for tid, probes in sorted(grouped.items())]
+        lines = {k: v for found in await asyncio.gather(*line_reads) for k, v in found.items()}
+    finally:
+        tasks: list[asyncio.Future[Any]] = [*reads, *line_reads]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
     rows = [replace(r, detected_line=lines[(r.agent, r.target)].label) if (r.agent, r.target) in lines else r
             for r in rows]
     return PeakReport(rows=rank_rows(rows), days=days, window=win, offpeak=off, generated_at=now,
@@ -324,8 +351,11 @@ async def compute(store: Store, days: int = DEFAULT_DAYS, window: HourWindow | s
 
 async def peak_rows(store: Store, days: int = DEFAULT_DAYS, window: HourWindow | str = DEFAULT_WINDOW,
                     offpeak: HourWindow | str = DEFAULT_OFFPEAK, agent: str | None = None,
-                    region: str | None = None, now: datetime | None = None) -> list[PeakRow]:
+                    region: str | None = None, now: datetime | None = None,
+                    peak_only: bool = False) -> list[PeakRow]:
     """Peak vs off-peak per agent × target over the last `days` local days (see windows.py for the
-    exact rules), ranked within each region. `window`/`offpeak`: HourWindow or "20-23"-style text."""
-    report = await compute(store, days, window, offpeak, agent=agent, region=region, now=now)
+    exact rules), ranked within each region. `window`/`offpeak`: HourWindow or "20-23"-style text.
+    `peak_only`: as compute's."""
+    report = await compute(store, days, window, offpeak, agent=agent, region=region, now=now,
+                           peak_only=peak_only)
     return report.rows

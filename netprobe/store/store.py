@@ -37,7 +37,7 @@ from netprobe.store.schema import (
     store_meta,
     targets,
 )
-from netprobe.store.urls import default_db_url, display_url, normalise_url
+from netprobe.store.urls import default_db_url, display_url, normalise_url, sqlite_path
 
 DEFAULT_RAW_RETENTION_DAYS = 14.0
 _HORIZON = "raw_horizon"      # store_meta key: raw rounds before this were deleted by retention
@@ -170,6 +170,13 @@ class Store:
     @property
     def dialect(self) -> str:
         return self._engine.dialect.name
+
+    @property
+    def parallel_reads(self) -> int:
+        """Reads worth running at once: two connections let the database answer one while this
+        process works on another's rows; an in-memory SQLite database has one shared connection."""
+        in_memory = self.dialect == "sqlite" and sqlite_path(self._url) is None
+        return 1 if in_memory else 2
 
     async def close(self) -> None:
         await self._engine.dispose()

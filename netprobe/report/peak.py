@@ -5,7 +5,7 @@ retention)."""
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -312,23 +312,31 @@ async def compute(store: Store, days: int = DEFAULT_DAYS, window: HourWindow | s
     agents, target_info = await data.load_agents(store), await data.load_targets(store)
     chosen = [info for info in sorted(agents.values(), key=lambda a: a.id)
               if (agent is None or info.id == agent) and (region is None or info.region == region)]
-    # Agents are read ahead, a few at a time, so the database answers the next one's queries while
-    # this process works on the rows it has; the detected lines are read alongside.
-    gate = asyncio.Semaphore(store.parallel_reads)
-
+    # Agents are read ahead (store.parallel_reads at a time), so the database answers the next one's
+    # queries while this process works on the rows it has; each agent's detected lines are read
+    # alongside. Only the agents in flight are held in memory.
     async def read(info: data.AgentInfo) -> tuple[ZoneInfo, str | None, dict[str, dict[str, Entry]]]:
-        async with gate:
-            zone, problem = zone_of(info.timezone)
-            return zone, problem, await _agent_series(store, info.id, last_days(zone, days, now),
-                                                      target_info, (win,) if peak_only else (win, off),
-                                                      profile=not peak_only)
+        zone, problem = zone_of(info.timezone)
+        return zone, problem, await _agent_series(store, info.id, last_days(zone, days, now), target_info,
+                                                  (win,) if peak_only else (win, off), profile=not peak_only)
 
-    reads = [asyncio.ensure_future(read(info)) for info in chosen]
+    queue = iter(chosen)
+    ahead: deque[tuple[data.AgentInfo, asyncio.Future[Any]]] = deque()
+
+    def launch() -> None:
+        info = next(queue, None)
+        if info is not None:
+            ahead.append((info, asyncio.ensure_future(read(info))))
+
     line_reads: list[asyncio.Future[dict[tuple[str, str], data.DetectedLine]]] = []
     rows: list[PeakRow] = []
     warnings: list[str] = []
     try:
-        for info, pending in zip(chosen, reads, strict=True):
+        for _ in range(store.parallel_reads):
+            launch()
+        while ahead:
+            info, pending = ahead.popleft()
+            launch()
             zone, problem, grouped = await pending
             if not peak_only:
                 line_reads.append(asyncio.ensure_future(
@@ -339,7 +347,7 @@ async def compute(store: Store, days: int = DEFAULT_DAYS, window: HourWindow | s
                      for tid, probes in sorted(grouped.items())]
         lines = {k: v for found in await asyncio.gather(*line_reads) for k, v in found.items()}
     finally:
-        tasks: list[asyncio.Future[Any]] = [*reads, *line_reads]
+        tasks: list[asyncio.Future[Any]] = [*(t for _, t in ahead), *line_reads]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

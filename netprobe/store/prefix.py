@@ -115,21 +115,25 @@ class Sums:
                 slot[1] += n
 
     def add(self, other: Sums, sign: float = 1.0) -> None:
-        self.hours += int(sign) * other.hours
-        c = self.c
-        for i, v in enumerate(other.c):
-            c[i] += sign * v
-        self.pos_off, self.pos = _bins_add(self.pos_off, self.pos, other.pos_off, other.pos, sign)
-        self.neg_off, self.neg = _bins_add(self.neg_off, self.neg, other.neg_off, other.neg, sign)
-        self.zero += sign * other.zero
+        """self + sign·other, sign ±1 (map(sub) is adding the negated figures, exactly)."""
+        op = add if sign > 0 else sub
+        self.hours = op(self.hours, other.hours)
+        self.c = list(map(op, self.c, other.c))
+        if other.pos:
+            self.pos_off, self.pos = _bins_add(self.pos_off, self.pos, other.pos_off, other.pos, sign)
+        if other.neg:
+            self.neg_off, self.neg = _bins_add(self.neg_off, self.neg, other.neg_off, other.neg, sign)
+        if other.zero:
+            self.zero = op(self.zero, other.zero)
         for name, (total, n) in other.extras.items():
             slot = self.extras.setdefault(name, [0.0, 0])
-            slot[0] += sign * total
-            slot[1] += sign * n
+            slot[0] = op(slot[0], total)
+            slot[1] = op(slot[1], n)
         if sign < 0:
             self.pos_off, self.pos = _trim(self.pos_off, self.pos)
             self.neg_off, self.neg = _trim(self.neg_off, self.neg)
-            self.extras = {k: v for k, v in self.extras.items() if v[1]}
+            if self.extras:
+                self.extras = {k: v for k, v in self.extras.items() if v[1]}
 
     def copy(self) -> Sums:
         return Sums(self.hours, list(self.c), self.pos_off, list(self.pos), self.neg_off, list(self.neg),

@@ -10,7 +10,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import bindparam, delete, func, select, text, tuple_
+from sqlalchemy import String, TextualSelect, bindparam, delete, func, select, text, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from netprobe.store.prefix import (
@@ -212,6 +212,36 @@ def _days(first: date, last: date) -> list[date]:
 Days = dict[tuple[str, str], tuple[dict[int, Sums], dict[int, Extremes]]]
 
 
+def _marks(probes: Sequence[str], targets: Sequence[str] | None) -> TextualSelect:
+    """Per series of one agent: its newest row by `now`, its newest by `start`, its first. Index
+    descents per series (the agent's targets found by skipping along the primary key), so the cost
+    follows the series, not the days they have stored."""
+    kinds = " UNION ALL ".join(f"SELECT :p{i} AS probe" for i in range(len(probes)))
+    one = ("(SELECT {f}(r.folded_until) FROM rollups_prefix r WHERE r.agent_id = :a AND r.target_id = t.id"
+           " AND r.probe = k.probe{cond})")
+    sql = f"""
+        WITH RECURSIVE t(id) AS (
+            SELECT (SELECT min(target_id) FROM rollups_prefix WHERE agent_id = :a)
+            UNION ALL
+            SELECT (SELECT min(target_id) FROM rollups_prefix WHERE agent_id = :a AND target_id > t.id)
+            FROM t WHERE t.id IS NOT NULL)
+        SELECT * FROM (
+            SELECT t.id AS target_id, k.probe AS probe,
+                   {one.format(f="max", cond=" AND r.folded_until <= :now")} AS last,
+                   {one.format(f="max", cond=" AND r.folded_until <= :start")} AS before,
+                   {one.format(f="min", cond="")} AS first
+            FROM t, ({kinds}) k
+            WHERE t.id IS NOT NULL{" AND t.id IN :targets" if targets is not None else ""}) m
+        WHERE m.first IS NOT NULL"""
+    fu = _P.folded_until.type
+    binds = [bindparam("now", type_=fu), bindparam("start", type_=fu),
+             *(bindparam(f"p{i}", value=probe) for i, probe in enumerate(probes))]
+    if targets is not None:
+        binds.append(bindparam("targets", value=list(targets), expanding=True))
+    return text(sql).bindparams(*binds).columns(target_id=String(), probe=String(), last=fu, before=fu,
+                                                first=fu)
+
+
 async def local_days(conn: AsyncConnection, agent_id: str, zone: ZoneInfo, first: date, now: datetime,
                      probes: Sequence[str], targets: Sequence[str] | None = None,
                      hours_of_day: Mapping[str, Sequence[int]] | None = None
@@ -220,19 +250,11 @@ async def local_days(conn: AsyncConnection, agent_id: str, zone: ZoneInfo, first
     local date is ≥ `first` and that started before `now` (so: the last N local days, today included).
     `hours_of_day`: per probe, the only hours of day wanted (None: all 24)."""
     start = midnight(first, zone)
-    # No zone here: the marks come from the primary key alone (an index-only pass); the rows read
-    # below are checked for it.
-    cond = [_P.agent_id == agent_id, _P.probe.in_(probes)]
-    if targets is not None:
-        cond.append(_P.target_id.in_(targets))
-    col = _P.folded_until
-    marks = (select(_P.target_id, _P.probe, func.max(col).filter(col <= now).label("last"),
-                    func.max(col).filter(col <= start).label("before"), func.min(col).label("first"))
-             .where(*cond).group_by(_P.target_id, _P.probe))       # one pass over the agent's rows
+    # No zone here: the marks come from the primary key alone; the rows read below are checked for it.
     lasts: dict[tuple[str, str], datetime] = {}
     befores: dict[tuple[str, str], datetime] = {}
     firsts: dict[tuple[str, str], datetime] = {}
-    for r in await conn.execute(marks):
+    for r in await conn.execute(_marks(probes, targets), {"a": agent_id, "now": now, "start": start}):
         key = (r.target_id, r.probe)
         firsts[key] = r.first
         if r.last is not None:

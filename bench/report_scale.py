@@ -476,32 +476,47 @@ class Run:
     status: int | None          # exit status; None: killed at the timeout
 
 
+# Forks the command from a small process and reports its wait4 figures: a child forked straight from
+# this benchmark would inherit its peak RSS (Linux keeps the larger of the old and new image's peak
+# across exec), so every command would show the benchmark's own ~150 MB.
+_TRAMPOLINE = """
+import os, sys, time
+os.setsid()
+t0 = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.executable, [sys.executable, "-m", "netprobe.cli", *sys.argv[2:]])
+_, raw, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as fh:
+    fh.write(f"{time.perf_counter() - t0} {usage.ru_utime + usage.ru_stime} {usage.ru_maxrss} "
+             f"{os.waitstatus_to_exitcode(raw)}")
+"""
+
+
 def time_process(args: Sequence[str], out: Path, timeout: float, pg: bool) -> tuple[Run, str]:
     """Run `netprobe ARGS` with stdout to `out`; wall, CPU and max RSS as /usr/bin/time -v reports them
-    (os.wait4 on the child), and PostgreSQL's CPU meanwhile. Returns the run and the child's stderr."""
-    err_path = out.with_suffix(".err")
+    (wait4 on the process), and PostgreSQL's CPU meanwhile. Returns the run and the child's stderr."""
+    err_path, usage_path = out.with_suffix(".err"), out.with_suffix(".usage")
+    usage_path.unlink(missing_ok=True)
     pg0 = ingest.postgres_cpu() if pg else None
     with out.open("wb") as stdout, err_path.open("wb") as stderr:
         t0 = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "netprobe.cli", *args], stdout=stdout, stderr=stderr,
-                                cwd=ROOT)
-        status: int | None = None
-        deadline = t0 + timeout
-        while True:
-            pid, raw, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                status = os.waitstatus_to_exitcode(raw)
-                break
-            if time.perf_counter() > deadline:
-                proc.send_signal(signal.SIGKILL)
-                _, raw, usage = os.wait4(proc.pid, 0)
-                break
-            time.sleep(0.005)
+        proc = subprocess.Popen([sys.executable, "-S", "-c", _TRAMPOLINE, str(usage_path), *args],
+                                stdout=stdout, stderr=stderr, cwd=ROOT)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
         wall = time.perf_counter() - t0
-    proc.returncode = status if status is not None else -9      # reaped by wait4: keep Popen quiet
     pg1 = ingest.postgres_cpu() if pg else None
     pg_cpu = pg1 - pg0 if pg0 is not None and pg1 is not None else None
-    run = Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0, pg_cpu, status)
+    if usage_path.exists():
+        w, cpu, rss, code = usage_path.read_text().split()
+        run = Run(float(w), float(cpu), int(rss) / 1024.0, pg_cpu, int(code))
+    else:                       # killed at the timeout
+        run = Run(wall, float("nan"), float("nan"), pg_cpu, None)
     return run, err_path.read_text(errors="replace")
 
 

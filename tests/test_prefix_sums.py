@@ -67,3 +67,18 @@ def test_figures_and_quantiles_equal_the_merged_sketch(seed: int) -> None:
 def test_no_samples() -> None:
     assert quantiles(Sums(), (0.5, 0.95), None, None) == [None, None]
     assert figures(Sums(), None, None) == Rollup().figures()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_total_is_adding_one_by_one(seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    parts = []
+    for _ in range(5):
+        one = Sums()
+        one.add_row(_hour(rng, float(rng.uniform(5, 300)), float(rng.uniform(0.01, 0.6)), seed % 2 == 0)[1])
+        parts.append(one)
+    one_by_one = Sums()
+    for part in parts:
+        one_by_one.add(part)
+    assert Sums.total(parts) == one_by_one
+    assert Sums.total(parts[:1]) == parts[0]

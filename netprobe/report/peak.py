@@ -200,12 +200,10 @@ def _merged(entry: Entry | None, hours: Iterable[int]) -> _Merged | None:
         return None
     if len(picked) == 1:
         return _Merged(sums[picked[0]], ext.get(picked[0]))
-    total = Sums()
     e: Extremes | None = None
     for h in picked:
-        total.add(sums[h])
         e = combine(e, ext.get(h))
-    return _Merged(total, e)
+    return _Merged(Sums.total([sums[h] for h in picked]), e)
 
 
 def _window(rtt: _Merged | None, tcp: _Merged | None, sse: _Merged | None) -> WindowFigures:

@@ -21,6 +21,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
+from functools import reduce
 from itertools import accumulate
 from operator import add, sub
 from typing import Any
@@ -64,6 +65,17 @@ def _bins_add(off_a: int, a: list[float], off_b: int, b: Sequence[float],
         out = a
     i = off_b - lo
     out[i:i + len(b)] = map(add if sign > 0 else sub, out[i:i + len(b)], b)
+    return lo, out
+
+
+def _total_bins(parts: Sequence[tuple[int, Sequence[float]]]) -> tuple[int, list[float]]:
+    if not parts:
+        return 0, []
+    lo = min(off for off, _ in parts)
+    out = [0.0] * (max(off + len(b) for off, b in parts) - lo)
+    for off, b in parts:
+        i = off - lo
+        out[i:i + len(b)] = map(add, out[i:i + len(b)], b)
     return lo, out
 
 
@@ -134,6 +146,22 @@ class Sums:
             self.neg_off, self.neg = _trim(self.neg_off, self.neg)
             if self.extras:
                 self.extras = {k: v for k, v in self.extras.items() if v[1]}
+
+    @classmethod
+    def total(cls, parts: Sequence[Sums]) -> Sums:
+        """The sum of `parts`, as adding them one by one onto Sums() gives it (the same additions in
+        the same order), but each bin range laid out once."""
+        columns = zip(*(p.c for p in parts), strict=True)
+        out = cls(hours=sum(p.hours for p in parts), c=[reduce(add, col, 0.0) for col in columns])
+        out.pos_off, out.pos = _total_bins([(p.pos_off, p.pos) for p in parts if p.pos])
+        out.neg_off, out.neg = _total_bins([(p.neg_off, p.neg) for p in parts if p.neg])
+        out.zero = reduce(add, (p.zero for p in parts), 0.0)
+        for p in parts:
+            for name, (total, n) in p.extras.items():
+                slot = out.extras.setdefault(name, [0.0, 0])
+                slot[0] += total
+                slot[1] += n
+        return out
 
     def copy(self) -> Sums:
         return Sums(self.hours, list(self.c), self.pos_off, list(self.pos), self.neg_off, list(self.neg),

@@ -105,9 +105,10 @@ class Rollup:
                 "rtt_min", "rtt_max", "rtt_sum", "rtt_count", "jitter_sum", "jitter_count")
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Rollup:
+    def from_row(cls, row: Mapping[str, Any], *, sketch: bool = True) -> Rollup:
+        """`sketch=False`: the counters alone (the caller merges the sketch's text itself)."""
         r = cls(**{c: row[c] for c in cls._COLUMNS})
-        r.sketch = sketches.loads(row["sketch"]) if row["sketch"] else None
+        r.sketch = sketches.loads(row["sketch"]) if sketch and row["sketch"] else None
         r.extras = json.loads(row["extras"]) if row.get("extras") else {}
         return r
 
@@ -211,6 +212,28 @@ def accumulate(envelopes: Iterable[Envelope]) -> dict[HourKey, Rollup]:
         rollup.sketch = sketches.new_sketch()
         sketches.add_all(rollup.sketch, values)
     return out
+
+
+def hour_deltas(envelopes: Iterable[Envelope]) -> dict[HourKey, tuple[Rollup, sketches.Bins | None]]:
+    """accumulate, for the writers: each hour's counters (a Rollup without a sketch) and its sketch as
+    Bins (None without samples), the very content accumulate's sketch holds, without building one."""
+    out: dict[HourKey, Rollup] = {}
+    samples: dict[HourKey, list[float]] = {}
+    for env in envelopes:
+        key = key_of(env)
+        rollup = out.get(key)
+        if rollup is None:
+            rollup = out[key] = Rollup()
+        rollup.add(env, sketch=False)
+        if env.samples_ms:
+            values = samples.get(key)
+            if values is None:
+                samples[key] = list(env.samples_ms)
+            else:
+                values.extend(env.samples_ms)
+    bins_of = sketches.bins_of
+    return {key: (rollup, bins_of(values) if (values := samples.get(key)) else None)
+            for key, rollup in out.items()}
 
 
 @dataclass(frozen=True, slots=True)

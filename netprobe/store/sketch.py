@@ -9,10 +9,12 @@ import json
 import math
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import reduce
 from operator import add
 from typing import Any
 
+import orjson
 from ddsketch import DDSketch
 from ddsketch.mapping import LogarithmicMapping
 from ddsketch.store import DenseStore
@@ -115,4 +117,155 @@ def loads(text: str) -> DDSketch:
     if data["min"] is not None:
         sketch._min = float(data["min"])
         sketch._max = float(data["max"])
+    return sketch
+
+
+# -- a sketch as its stored content, without a DDSketch ----------------------------------------------
+# The write path builds one sketch per new hour row and merges into existing rows; a DDSketch (its
+# mapping, two stores growing bin by bin) costs far more than the few dozen samples of a round. Bins
+# holds exactly what dumps writes, computed as DDSketch would compute it, for the default mapping.
+_MAPPING = new_sketch()._mapping
+
+
+@dataclass(slots=True)
+class Bins:
+    """The content of a default-mapping sketch: each store's first key and contiguous counts (no
+    leading or trailing zero), then the summary figures, as DDSketch keeps them."""
+
+    pos_off: int
+    pos: list[float]
+    neg_off: int
+    neg: list[float]
+    zero: float
+    count: float
+    sum: float
+    min: float
+    max: float
+
+
+def _counts(keys: list[int]) -> tuple[int, list[float]]:
+    if not keys:
+        return 0, []
+    lo = min(keys)
+    counts = [0.0] * (max(keys) - lo + 1)
+    for k in keys:
+        counts[k - lo] += 1.0
+    return lo, counts
+
+
+def bins_of(values: Sequence[float]) -> Bins:
+    """What `add_all(new_sketch(), values)` holds (values not empty): the same keys and counts, the sum
+    added left to right, min and max."""
+    lowest, multiplier, offset = _MAPPING.min_possible, _MAPPING._multiplier, _MAPPING._offset
+    log, ceil = math.log, math.ceil
+    pos_off, pos = _counts([int(ceil(log(v, 2) * multiplier) + offset) for v in values if v > lowest])
+    neg_off, neg = _counts([int(ceil(log(-v, 2) * multiplier) + offset) for v in values if v < -lowest])
+    zero = float(len(values) - sum(pos) - sum(neg))
+    return Bins(pos_off, pos, neg_off, neg, zero, float(len(values)), reduce(add, values, 0.0),
+                min(values), max(values))
+
+
+def _bins_add(off_a: int, a: list[float], off_b: int, b: list[float]) -> tuple[int, list[float]]:
+    """a + b by key (a's count first, as DenseStore.merge adds), trimmed of zeros at both ends."""
+    if not b:
+        return off_a, a
+    if not a:
+        return off_b, list(b)
+    lo, hi = min(off_a, off_b), max(off_a + len(a), off_b + len(b))
+    out = [0.0] * (hi - lo)
+    out[off_a - lo:off_a - lo + len(a)] = a
+    for i, c in enumerate(b, off_b - lo):
+        out[i] += c
+    first = next((i for i, c in enumerate(out) if c), len(out))
+    last = next((i for i in range(len(out) - 1, -1, -1) if out[i]), -1)
+    return lo + first, out[first:last + 1]
+
+
+def merge_bins(into: Bins, other: Bins) -> None:
+    """DDSketch.merge, on Bins."""
+    if other.count == 0:
+        return
+    if into.count == 0:
+        into.pos_off, into.pos, into.neg_off, into.neg = other.pos_off, list(other.pos), other.neg_off, \
+            list(other.neg)
+        into.zero, into.count, into.sum, into.min, into.max = (other.zero, other.count, other.sum,
+                                                              other.min, other.max)
+        return
+    into.pos_off, into.pos = _bins_add(into.pos_off, into.pos, other.pos_off, other.pos)
+    into.neg_off, into.neg = _bins_add(into.neg_off, into.neg, other.neg_off, other.neg)
+    into.zero += other.zero
+    into.count += other.count
+    into.sum += other.sum
+    if other.min < into.min:
+        into.min = other.min
+    if other.max > into.max:
+        into.max = other.max
+
+
+def _store_bins(data: Any) -> tuple[int, list[float]] | None:
+    if type(data) is not dict or type(data.get("offset")) is not int or type(data.get("counts")) is not list:
+        return None
+    counts = data["counts"]
+    if not all(type(c) is int or (type(c) is float and math.isfinite(c)) for c in counts):
+        return None
+    first = next((i for i, c in enumerate(counts) if c), len(counts))
+    last = next((i for i in range(len(counts) - 1, -1, -1) if counts[i]), -1)
+    return data["offset"] + first, [float(c) for c in counts[first:last + 1]]
+
+
+def _finite(value: Any) -> float | None:
+    if (type(value) is int or type(value) is float) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def bins_from_text(text: str) -> Bins | None:
+    """The Bins of a stored sketch, as loads would read it; None for anything but this format with the
+    default mapping and plain finite figures (the caller then takes the DDSketch path)."""
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    if type(data) is not dict or data.get("v") != FORMAT or data.get("gamma") != _MAPPING.gamma \
+            or data.get("index_offset") != _MAPPING._offset:
+        return None
+    pos, neg = _store_bins(data.get("pos")), _store_bins(data.get("neg"))
+    figures = [_finite(data.get(k)) for k in ("zero", "count", "sum", "min", "max")]
+    if pos is None or neg is None or None in figures or not figures[1]:
+        return None
+    zero, count, total, lo, hi = figures
+    assert zero is not None and count is not None and total is not None and lo is not None and hi is not None
+    return Bins(pos[0], pos[1], neg[0], neg[1], zero, count, total, lo, hi)
+
+
+def bins_text(bins: Bins) -> str:
+    """dumps of the sketch `bins` holds: the same JSON values (orjson writes the numbers; a figure that
+    is not finite goes through dumps' json module, as it always did)."""
+    data = {
+        "v": FORMAT,
+        "gamma": _MAPPING.gamma,
+        "index_offset": _MAPPING._offset,
+        "pos": {"offset": bins.pos_off if bins.pos else 0, "counts": [_num(c) for c in bins.pos]},
+        "neg": {"offset": bins.neg_off if bins.neg else 0, "counts": [_num(c) for c in bins.neg]},
+        "zero": _num(bins.zero),
+        "count": _num(bins.count),
+        "sum": bins.sum,
+        "min": bins.min if bins.count else None,
+        "max": bins.max if bins.count else None,
+    }
+    if math.isfinite(bins.sum) and math.isfinite(bins.min) and math.isfinite(bins.max):
+        return orjson.dumps(data).decode()
+    return json.dumps(data, separators=(",", ":"))
+
+
+def sketch_of(bins: Bins) -> DDSketch:
+    """The DDSketch `bins` describes (for merging with a sketch in another format or mapping)."""
+    sketch = new_sketch()
+    for store, off, counts in ((sketch._store, bins.pos_off, bins.pos),
+                               (sketch._negative_store, bins.neg_off, bins.neg)):
+        for key, c in enumerate(counts, off):
+            if c:
+                store.add(key, c)
+    sketch._zero_count, sketch._count, sketch._sum = bins.zero, bins.count, bins.sum
+    sketch._min, sketch._max = bins.min, bins.max
     return sketch

@@ -15,7 +15,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import orjson
-from sqlalchemy import Select, Table, Text, bindparam, delete, func, select, text, tuple_, update
+from sqlalchemy import Select, Table, bindparam, delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL
@@ -25,9 +25,10 @@ from sqlalchemy.sql.dml import Insert
 from netprobe.errors import StorageError
 from netprobe.results import utc_now
 from netprobe.store import events, migrate, outbox, prefix_sql
+from netprobe.store import sketch as sketches
 from netprobe.store.engine import READ_ONLY, create_engine, mapped_errors
 from netprobe.store.envelopes import Envelope, parse_envelopes
-from netprobe.store.rollups import HourKey, HourRow, Rollup, WindowStats, accumulate, hour_of, merge_hours
+from netprobe.store.rollups import HourKey, HourRow, Rollup, WindowStats, hour_deltas, hour_of, merge_hours
 from netprobe.store.schema import (
     UTCDateTime,
     agents,
@@ -73,6 +74,13 @@ _PG_INSERT_RESULTS_AT = text(
 # per hour row, and orjson rather than psycopg quoting every value.
 _ROLLUP_VALUES = tuple(Rollup().to_row())
 _ROLLUP_COLS = (*(c.name for c in _PK), *_ROLLUP_VALUES, "updated_at")
+_PG_INSERT_HOURS = text(
+    f"INSERT INTO rollups_hourly ({', '.join(_ROLLUP_COLS)}) "
+    f"SELECT {', '.join('v.' + c for c in _ROLLUP_COLS)} "
+    "FROM json_populate_recordset(NULL::rollups_hourly, CAST(:rows AS json)) WITH ORDINALITY AS v "
+    "ORDER BY v.ordinality "
+    "ON CONFLICT (agent_id, target_id, probe, hour) DO NOTHING "
+    "RETURNING agent_id, target_id, probe, hour").columns(*_PK)
 _PG_CREATE_HOURS = text(
     f"INSERT INTO rollups_hourly ({', '.join(_ROLLUP_COLS)}) "
     f"SELECT {', '.join('v.' + c for c in _ROLLUP_COLS)} "
@@ -93,6 +101,20 @@ _PG_UPDATE_HOURS = text(
     "WHERE r.agent_id = v.agent_id AND r.target_id = v.target_id AND r.probe = v.probe AND r.hour = v.hour")
 
 
+# SQLite: the batch's existing hour rows (by position in the JSON array of keys), and the statements
+# for sqlite3's executemany.
+_SQLITE_READ_HOURS = (
+    f"SELECT j.key, {', '.join('r.' + c for c in _ROLLUP_VALUES)} FROM json_each(?) AS j "
+    "CROSS JOIN rollups_hourly AS r ON r.agent_id = json_extract(j.value, '$[0]') "
+    "AND r.target_id = json_extract(j.value, '$[1]') AND r.probe = json_extract(j.value, '$[2]') "
+    "AND r.hour = json_extract(j.value, '$[3]')")
+_SQLITE_INSERT_HOURS = (f"INSERT INTO rollups_hourly ({', '.join(_ROLLUP_COLS)}) "
+                        f"VALUES ({', '.join('?' for _ in _ROLLUP_COLS)})")
+_SQLITE_UPDATE_HOURS = ("UPDATE rollups_hourly SET "
+                        + ", ".join(f"{c} = ?" for c in (*_ROLLUP_VALUES, "updated_at"))
+                        + " WHERE agent_id = ? AND target_id = ? AND probe = ? AND hour = ?")
+
+
 def _jsonable(rows: Sequence[Mapping[str, Any]]) -> bool:
     """Every number as orjson writes it faithfully: no inf/NaN (it would write null), no integer past
     64 bits (it refuses). Rows with one (absurd counts or sums) take the executemany path, whose
@@ -101,9 +123,60 @@ def _jsonable(rows: Sequence[Mapping[str, Any]]) -> bool:
                for row in rows for v in row.values() if type(v) is float or type(v) is int)
 
 
-_SQLITE_INSERT_RESULTS = (sqlite_insert(probe_results)
-                          .values(envelope=bindparam("envelope_text", type_=Text()))    # _sqlite_json's
-                          .on_conflict_do_nothing(index_elements=["id"]).returning(probe_results.c.id))
+Delta = tuple[Rollup, sketches.Bins | None]     # an hour's counters, and its samples' sketch
+
+
+def _hour_values(delta: Delta) -> tuple[Any, ...]:
+    """The value columns (_ROLLUP_VALUES' order) of a row holding `delta` alone."""
+    rollup, bins = delta
+    row = rollup.to_row()
+    if bins is not None:
+        row["sketch"] = sketches.bins_text(bins)
+    return tuple(row[c] for c in _ROLLUP_VALUES)
+
+
+def _hour_row(key: HourKey, delta: Delta, now: datetime) -> dict[str, Any]:
+    a, t, p, h = key
+    return {"agent_id": a, "target_id": t, "probe": p, "hour": h,
+            **dict(zip(_ROLLUP_VALUES, _hour_values(delta), strict=True)), "updated_at": now}
+
+
+def _merged(row: Mapping[Any, Any], delta: Delta) -> Delta:
+    """An existing row's content merged with `delta`, as Rollup.merge would merge them; the sketch
+    merged as its stored text (Bins) when it is in the default format, else through DDSketch."""
+    rollup, bins = delta
+    merged = Rollup.from_row(row, sketch=False)
+    merged.merge(rollup)
+    text = row["sketch"]
+    if bins is None:
+        if text:
+            merged.sketch = sketches.loads(text)
+        return merged, None
+    if not text:
+        return merged, bins
+    mine = sketches.bins_from_text(text)
+    if mine is None:
+        merged.sketch = sketches.loads(text)
+        merged.sketch.merge(sketches.sketch_of(bins))
+        return merged, None
+    sketches.merge_bins(mine, bins)
+    return merged, mine
+
+
+def _merged_row(key: HourKey, row: Mapping[Any, Any], delta: Delta, now: datetime) -> dict[str, Any]:
+    return _hour_row(key, _merged(row, delta), now)
+
+
+_SQLITE_KNOWN_RESULTS = "SELECT id FROM probe_results WHERE id IN (SELECT value FROM json_each(?))"
+_SQLITE_INSERT_RESULTS = ("INSERT INTO probe_results (id, probe, agent_id, target_id, started_at, status, "
+                          "envelope, stored_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")   # envelope: _sqlite_json's
+
+
+def _stamp(conn: AsyncConnection) -> Callable[[datetime], str]:
+    """A UTC datetime as SQLAlchemy stores it in a SQLite UTCDateTime column."""
+    process = _R.hour.type.dialect_impl(conn.dialect).bind_processor(conn.dialect)
+    assert process is not None
+    return process
 _READ_HORIZON = select(store_meta.c.value).where(store_meta.c.key == _HORIZON)   # built once: every write
 REFS_REFRESH_S = 60.0      # an unchanged agent/target row is rewritten (last_seen) at most this often
 _LOCK_TARGETS = (select(targets.c.id).where(targets.c.id.in_(bindparam("ids", expanding=True)))
@@ -132,7 +205,7 @@ class WriteStats:
     outbox_dropped: int = 0  # oldest outbox rows dropped to keep it within its cap
 
 
-def _first_hours(deltas: Mapping[HourKey, Rollup]) -> dict[prefix_sql.Series, datetime]:
+def _first_hours(deltas: Mapping[HourKey, Any]) -> dict[prefix_sql.Series, datetime]:
     first: dict[prefix_sql.Series, datetime] = {}
     for a, t, p, h in deltas:
         if (a, t, p) not in first or h < first[(a, t, p)]:
@@ -241,7 +314,7 @@ class Store:
                 refs = await self._upsert_refs(conn, fresh, now)
                 inserted = await self._insert_results(conn, fresh, now, source, positions)
                 new = [e for e in fresh if e.id in inserted]
-                deltas = accumulate(new)
+                deltas = hour_deltas(new)
                 await self._apply_rollups(conn, deltas, now)
                 await prefix_sql.invalidate(conn, self.dialect, _first_hours(deltas), now)
                 await events.record_new(conn, new)
@@ -346,42 +419,57 @@ class Store:
                 "starts": [e.started_at for e in envs], "statuses": [e.status for e in envs],
                 "envelopes": f"[{envelopes}]", "now": now})
             return {row[0] for row in result}
-        rows = [{"id": e.id, "probe": e.probe, "agent_id": str(e.agent["id"]),
-                 "target_id": str(e.target["id"]), "started_at": e.started_at, "status": e.status,
-                 "envelope_text": _sqlite_json(e), "stored_at": now} for e in envs]
-        result = await conn.execute(_SQLITE_INSERT_RESULTS, rows)
-        return {row[0] for row in result}
+        # SQLite: the ids already stored, then sqlite3's executemany of the others (the write lock is
+        # held since BEGIN IMMEDIATE, so none can appear in between); values as SQLAlchemy stores them.
+        ids = orjson.dumps([e.id for e in envs]).decode()
+        known = {r[0] for r in await conn.exec_driver_sql(_SQLITE_KNOWN_RESULTS, (ids,))}
+        stamp = _stamp(conn)
+        stored = stamp(now)
+        rows = [(e.id, e.probe, str(e.agent["id"]), str(e.target["id"]), stamp(e.started_at), e.status,
+                 _sqlite_json(e), stored) for e in envs if e.id not in known]
+        if rows:
+            await conn.exec_driver_sql(_SQLITE_INSERT_RESULTS, rows)
+        return {r[0] for r in rows}
 
-    async def _apply_rollups(self, conn: AsyncConnection, deltas: Mapping[HourKey, Rollup],
+    async def _apply_rollups(self, conn: AsyncConnection, deltas: Mapping[HourKey, Delta],
                              now: datetime) -> None:
-        """Merge deltas into their hour rows under a row lock, so concurrent writers lose nothing."""
+        """Merge deltas into their hour rows under a row lock, so concurrent writers lose nothing.
+
+        A row that does not exist yet is inserted as the delta itself (one multi-row statement), with
+        no row to read and merge into: in a backfill or a bulk import nearly every round opens one.
+        The rest are then locked, read, merged and updated, as every row used to be."""
         if not deltas:
             return
         keys = sorted(deltas)
-        empty = Rollup().to_row()
-        pg = self.dialect == "postgresql"
-        created = [{"agent_id": a, "target_id": t, "probe": p, "hour": h, **empty, "updated_at": now}
-                   for a, t, p, h in keys]
-        hours = {"rows": orjson.dumps(created).decode()} if pg else {}
-        if pg:
-            await conn.execute(_PG_CREATE_HOURS, hours)
+        if self.dialect == "postgresql":
+            await self._pg_apply_rollups(conn, keys, deltas, now)
         else:
-            await conn.execute(
-                self._insert(rollups_hourly).on_conflict_do_nothing(
-                    index_elements=["agent_id", "target_id", "probe", "hour"]), created)
-        locked = (_PG_LOCK_HOURS if pg else
-                  select(rollups_hourly).where(tuple_(*_PK).in_(keys)).order_by(*_PK)
-                  .with_for_update())   # SQLite: no-op, the write transaction is already exclusive
-        current = {(r["agent_id"], r["target_id"], r["probe"], r["hour"]): r
-                   for r in (await conn.execute(locked, hours)).mappings()}
-        merged_rows = []
-        for key in keys:
-            merged = Rollup.from_row(dict(current[key]))
-            merged.merge(deltas[key])
-            a, t, p, h = key
-            merged_rows.append({"agent_id": a, "target_id": t, "probe": p, "hour": h, **merged.to_row(),
-                                "updated_at": now})
-        if pg and _jsonable(merged_rows):
+            await self._sqlite_apply_rollups(conn, keys, deltas, now)
+
+    async def _pg_apply_rollups(self, conn: AsyncConnection, keys: Sequence[HourKey],
+                                deltas: Mapping[HourKey, Delta], now: datetime) -> None:
+        rows = [_hour_row(k, deltas[k], now) for k in keys]
+        if _jsonable(rows):
+            # Inserted in key order, as writers lock rows: a row another writer inserted and has
+            # not committed yet makes this one wait, then conflict and merge below.
+            created = await conn.execute(_PG_INSERT_HOURS, {"rows": orjson.dumps(rows).decode()})
+            inserted = {(r[0], r[1], r[2], r[3]) for r in created}
+            rest = [k for k in keys if k not in inserted]
+        else:
+            # Absurd figures (inf, past 64 bits): every row created empty and merged through
+            # executemany, whose errors stay what they were.
+            empty = Rollup().to_row()
+            created_rows = [{"agent_id": a, "target_id": t, "probe": p, "hour": h, **empty, "updated_at": now}
+                            for a, t, p, h in keys]
+            await conn.execute(_PG_CREATE_HOURS, {"rows": orjson.dumps(created_rows).decode()})
+            rest = list(keys)
+        if not rest:
+            return
+        wanted = [{"agent_id": a, "target_id": t, "probe": p, "hour": h} for a, t, p, h in rest]
+        current = {(r["agent_id"], r["target_id"], r["probe"], r["hour"]): r for r in
+                   (await conn.execute(_PG_LOCK_HOURS, {"rows": orjson.dumps(wanted).decode()})).mappings()}
+        merged_rows = [_merged_row(k, current[k], deltas[k], now) for k in rest]
+        if _jsonable(merged_rows):
             await conn.execute(_PG_UPDATE_HOURS, {"rows": orjson.dumps(merged_rows).decode()})
             return
         updates = [{"k_agent": r.pop("agent_id"), "k_target": r.pop("target_id"), "k_probe": r.pop("probe"),
@@ -389,8 +477,29 @@ class Store:
         stmt = (update(rollups_hourly)
                 .where(_R.agent_id == bindparam("k_agent"), _R.target_id == bindparam("k_target"),
                        _R.probe == bindparam("k_probe"), _R.hour == bindparam("k_hour", type_=_R.hour.type))
-                .values({c: bindparam(c) for c in (*Rollup().to_row(), "updated_at")}))
+                .values({c: bindparam(c) for c in (*_ROLLUP_VALUES, "updated_at")}))
         await conn.execute(stmt, updates)
+
+    async def _sqlite_apply_rollups(self, conn: AsyncConnection, keys: Sequence[HourKey],
+                                    deltas: Mapping[HourKey, Delta], now: datetime) -> None:
+        """The write transaction holds SQLite's write lock (BEGIN IMMEDIATE): the rows read are the rows
+        there are until commit. Statements go to sqlite3's executemany as they are (values in the
+        column types' stored form): SQLAlchemy's per-row parameter processing cost more than SQLite."""
+        stamp = _stamp(conn)
+        hours = [stamp(h) for *_, h in keys]
+        wanted = orjson.dumps([(*k[:3], h) for k, h in zip(keys, hours, strict=True)]).decode()
+        stored = await conn.exec_driver_sql(_SQLITE_READ_HOURS, (wanted,))
+        current: dict[HourKey, dict[str, Any]] = {
+            keys[r[0]]: dict(zip(_ROLLUP_VALUES, r[1:], strict=True)) for r in stored}
+        updated = stamp(now)
+        if len(current) < len(keys):
+            await conn.exec_driver_sql(_SQLITE_INSERT_HOURS, [
+                (*k[:3], h, *_hour_values(deltas[k]), updated)
+                for k, h in zip(keys, hours, strict=True) if k not in current])
+        if current:
+            await conn.exec_driver_sql(_SQLITE_UPDATE_HOURS, [
+                (*_hour_values(_merged(row, deltas[k])), updated, *k[:3], h)
+                for k, h in zip(keys, hours, strict=True) if (row := current.get(k)) is not None])
 
     async def _horizon(self, conn: AsyncConnection) -> datetime | None:
         value = (await conn.execute(_READ_HORIZON)).scalar()

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from ddsketch import DDSketch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
@@ -26,7 +27,7 @@ from netprobe.store import envelopes, open_store
 from netprobe.store import sketch as sketches
 from netprobe.store import store as store_module
 from netprobe.store.envelopes import EnvelopeError, parse_envelope
-from netprobe.store.rollups import Rollup, accumulate, key_of
+from netprobe.store.rollups import Rollup, accumulate, hour_deltas, key_of
 from netprobe.store.schema import agents, targets
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -181,6 +182,120 @@ def test_accumulate_equals_rounds_added_one_by_one() -> None:
     assert list(bulk) == list(one)
     assert [r.to_row() for r in bulk.values()] == [r.to_row() for r in one.values()]
     assert all(_state(bulk[k].sketch) == _state(one[k].sketch) for k in one)
+
+
+def _decoded(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(vals=values.filter(bool))
+def test_bins_hold_what_the_sketch_of_the_same_values_dumps(vals: list[float]) -> None:
+    sketch = sketches.new_sketch()
+    sketches.add_all(sketch, vals)
+    text = sketches.bins_text(sketches.bins_of(vals))
+    assert repr(json.loads(text)) == repr(json.loads(sketches.dumps(sketch)))   # 1 and 1.0 differ
+    assert sketches.bins_from_text(text) == sketches.bins_of(vals)
+    assert _state(sketches.sketch_of(sketches.bins_of(vals)))[0] == sketches.dumps(sketch)
+
+
+@settings(max_examples=300, deadline=None)
+@given(a=values.filter(bool), b=values.filter(bool))
+def test_merging_bins_equals_merging_the_stored_sketch(a: list[float], b: list[float]) -> None:
+    stored = sketches.new_sketch()
+    sketches.add_all(stored, a)
+    text = sketches.dumps(stored)
+    delta = sketches.new_sketch()
+    sketches.add_all(delta, b)
+    old = sketches.loads(text)              # what a write did with an existing row's sketch
+    old.merge(delta)
+    mine = sketches.bins_from_text(text)
+    assert mine is not None
+    sketches.merge_bins(mine, sketches.bins_of(b))
+    assert repr(json.loads(sketches.bins_text(mine))) == repr(json.loads(sketches.dumps(old)))
+
+
+def test_sketches_in_another_format_or_mapping_are_left_to_ddsketch() -> None:
+    other = DDSketch(relative_accuracy=0.02)
+    other.add(5.0)
+    mine = sketches.new_sketch()
+    mine.add(5.0)
+    good = json.loads(sketches.dumps(mine))
+    for text in (sketches.dumps(other), json.dumps({**good, "v": 2}), json.dumps({**good, "min": None}),
+                 json.dumps({**good, "count": 0}), "not json",
+                 json.dumps({**good, "pos": {"offset": 1.5, "counts": [1]}})):
+        assert sketches.bins_from_text(text) is None, text
+
+
+def test_hour_deltas_equal_accumulate() -> None:
+    from report_support import dataset
+
+    envs = [envelopes.parse_envelope(e) for e in dataset(days=2)]      # icmp, tcp, sse (extras), mtr
+    envs += [envelopes.parse_envelope(icmp_envelope(T0, [None, None], result_id="down"))]
+    old, new = accumulate(envs), hour_deltas(envs)
+    assert list(old) == list(new)
+    for key, rollup in old.items():
+        counters, bins = new[key]
+        assert counters.sketch is None and {**counters.to_row(), "sketch": None} == {**rollup.to_row(),
+                                                                                    "sketch": None}
+        want = rollup.to_row()["sketch"]
+        assert (bins is None) == (want is None)
+        if bins is not None:
+            assert repr(_decoded(sketches.bins_text(bins))) == repr(_decoded(want))
+
+
+def _old_rollups(batches: list[list[dict[str, Any]]]) -> dict[Any, dict[str, Any]]:
+    """What Store.write's rollups were before the fast path: per batch, the new rounds (in id order)
+    accumulated, each hour row created empty, read back and merged with Rollup.merge."""
+    rows: dict[Any, dict[str, Any]] = {}
+    seen: set[str] = set()
+    for batch in batches:
+        new = sorted({e["id"]: envelopes.parse_envelope(e) for e in batch if e["id"] not in seen}.values(),
+                     key=lambda e: e.id)
+        seen.update(e.id for e in new)
+        for key, delta in accumulate(new).items():
+            merged = Rollup.from_row(rows.get(key, Rollup().to_row()))
+            merged.merge(delta)
+            rows[key] = merged.to_row()
+    return rows
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def any_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'r.db'}"
+    else:
+        with scratch_database() as url:
+            yield url
+
+
+async def test_written_rollups_equal_the_merge_of_each_batchs_rounds(any_url: str) -> None:
+    """New hour rows, rows merged into (an hour spread over batches), rounds without samples, sse extras
+    and replays: every column of every hour row, the sketch's values included, as before."""
+    import random
+
+    from report_support import dataset
+
+    envs = dataset(days=3)
+    envs.append(icmp_envelope(T0, [None, None], result_id="down"))
+    rng = random.Random(5)
+    rng.shuffle(envs)
+    batches = [envs[i:i + 700] for i in range(0, len(envs), 700)]
+    batches.insert(3, envs[100:400])                               # replays, and rounds stored before
+    store = await open_store(any_url)
+    try:
+        for batch in batches:
+            await store.write(batch)
+        got = await store.hourly(None, None, None, T0 - timedelta(days=400), T0 + timedelta(days=400))
+    finally:
+        await store.close()
+    want = _old_rollups(batches)
+    assert sorted((r.agent_id, r.target_id, r.probe, r.hour) for r in got) == sorted(want)
+    assert any(r.rounds > 1 for r in got) and any(r.rollup.sketch is None for r in got)
+    for r in got:
+        row, old = r.rollup.to_row(), want[(r.agent_id, r.target_id, r.probe, r.hour)]
+        assert repr({**row, "sketch": _decoded(row["sketch"]), "extras": _decoded(row["extras"])}) == \
+            repr({**old, "sketch": _decoded(old["sketch"]), "extras": _decoded(old["extras"])})
 
 
 # -- request bodies -----------------------------------------------------------------------------------

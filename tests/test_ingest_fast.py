@@ -282,6 +282,10 @@ async def test_written_rollups_equal_the_merge_of_each_batchs_rounds(any_url: st
     rng.shuffle(envs)
     batches = [envs[i:i + 700] for i in range(0, len(envs), 700)]
     batches.insert(3, envs[100:400])                               # replays, and rounds stored before
+    huge = T0 + timedelta(days=30)                  # finite samples whose sum is not: the executemany path
+    batches += [[icmp_envelope(huge, [1e308], result_id="huge"),
+                 icmp_envelope(huge + timedelta(seconds=1), [1e308], result_id="huge-2")],
+                [icmp_envelope(huge + timedelta(minutes=1), [5.0], result_id="after-huge"), envs[0]]]
     store = await open_store(any_url)
     try:
         for batch in batches:
@@ -292,6 +296,7 @@ async def test_written_rollups_equal_the_merge_of_each_batchs_rounds(any_url: st
     want = _old_rollups(batches)
     assert sorted((r.agent_id, r.target_id, r.probe, r.hour) for r in got) == sorted(want)
     assert any(r.rounds > 1 for r in got) and any(r.rollup.sketch is None for r in got)
+    assert any(r.rollup.rtt_sum == math.inf and r.rounds == 3 for r in got)
     for r in got:
         row, old = r.rollup.to_row(), want[(r.agent_id, r.target_id, r.probe, r.hour)]
         assert repr({**row, "sketch": _decoded(row["sketch"]), "extras": _decoded(row["extras"])}) == \

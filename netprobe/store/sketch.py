@@ -127,15 +127,19 @@ def loads(text: str) -> DDSketch:
 _MAPPING = new_sketch()._mapping
 
 
+Count = int | float      # a bin's count as dumps writes it: an int when it is integral
+
+
 @dataclass(slots=True)
 class Bins:
     """The content of a default-mapping sketch: each store's first key and contiguous counts (no
-    leading or trailing zero), then the summary figures, as DDSketch keeps them."""
+    leading or trailing zero, each as dumps writes it), then the summary figures, as DDSketch keeps
+    them."""
 
     pos_off: int
-    pos: list[float]
+    pos: list[Count]
     neg_off: int
-    neg: list[float]
+    neg: list[Count]
     zero: float
     count: float
     sum: float
@@ -143,14 +147,24 @@ class Bins:
     max: float
 
 
-def _counts(keys: list[int]) -> tuple[int, list[float]]:
+def _plain(counts: list[Count]) -> list[Count]:
+    """The counts as _num writes them (a float count that is integral becomes an int)."""
+    return counts if float not in set(map(type, counts)) else [_num(c) for c in counts]
+
+
+def _counts(keys: list[int]) -> tuple[int, list[Count]]:
     if not keys:
         return 0, []
     lo = min(keys)
-    counts = [0.0] * (max(keys) - lo + 1)
+    counts: list[Count] = [0] * (max(keys) - lo + 1)
     for k in keys:
-        counts[k - lo] += 1.0
+        counts[k - lo] += 1
     return lo, counts
+
+
+# KeyMapping.key is int(ceil(log(v, 2) * multiplier) + offset): with the default mapping's offset of 0
+# that is the ceil itself (an int already), which spares a float addition and int() per sample.
+_ZERO_OFFSET = _MAPPING._offset == 0
 
 
 def bins_of(values: Sequence[float]) -> Bins:
@@ -158,27 +172,33 @@ def bins_of(values: Sequence[float]) -> Bins:
     added left to right, min and max."""
     lowest, multiplier, offset = _MAPPING.min_possible, _MAPPING._multiplier, _MAPPING._offset
     log, ceil = math.log, math.ceil
-    pos_off, pos = _counts([int(ceil(log(v, 2) * multiplier) + offset) for v in values if v > lowest])
-    neg_off, neg = _counts([int(ceil(log(-v, 2) * multiplier) + offset) for v in values if v < -lowest])
-    zero = float(len(values) - sum(pos) - sum(neg))
-    return Bins(pos_off, pos, neg_off, neg, zero, float(len(values)), reduce(add, values, 0.0),
-                min(values), max(values))
+    lo, hi = min(values), max(values)
+    if _ZERO_OFFSET:
+        pos_keys = [ceil(log(v, 2) * multiplier) for v in values if v > lowest]
+    else:
+        pos_keys = [int(ceil(log(v, 2) * multiplier) + offset) for v in values if v > lowest]
+    neg_keys = [int(ceil(log(-v, 2) * multiplier) + offset) for v in values if v < -lowest] \
+        if lo < -lowest else []
+    pos_off, pos = _counts(pos_keys)
+    neg_off, neg = _counts(neg_keys)
+    return Bins(pos_off, pos, neg_off, neg, float(len(values) - len(pos_keys) - len(neg_keys)),
+                float(len(values)), reduce(add, values, 0.0), lo, hi)
 
 
-def _bins_add(off_a: int, a: list[float], off_b: int, b: list[float]) -> tuple[int, list[float]]:
+def _bins_add(off_a: int, a: list[Count], off_b: int, b: list[Count]) -> tuple[int, list[Count]]:
     """a + b by key (a's count first, as DenseStore.merge adds), trimmed of zeros at both ends."""
     if not b:
         return off_a, a
     if not a:
         return off_b, list(b)
     lo, hi = min(off_a, off_b), max(off_a + len(a), off_b + len(b))
-    out = [0.0] * (hi - lo)
+    out: list[Count] = [0] * (hi - lo)
     out[off_a - lo:off_a - lo + len(a)] = a
     for i, c in enumerate(b, off_b - lo):
         out[i] += c
     first = next((i for i, c in enumerate(out) if c), len(out))
     last = next((i for i in range(len(out) - 1, -1, -1) if out[i]), -1)
-    return lo + first, out[first:last + 1]
+    return lo + first, _plain(out[first:last + 1])
 
 
 def merge_bins(into: Bins, other: Bins) -> None:
@@ -202,7 +222,7 @@ def merge_bins(into: Bins, other: Bins) -> None:
         into.max = other.max
 
 
-def _store_bins(data: Any) -> tuple[int, list[float]] | None:
+def _store_bins(data: Any) -> tuple[int, list[Count]] | None:
     if type(data) is not dict or type(data.get("offset")) is not int or type(data.get("counts")) is not list:
         return None
     counts = data["counts"]
@@ -210,7 +230,7 @@ def _store_bins(data: Any) -> tuple[int, list[float]] | None:
         return None
     first = next((i for i, c in enumerate(counts) if c), len(counts))
     last = next((i for i in range(len(counts) - 1, -1, -1) if counts[i]), -1)
-    return data["offset"] + first, [float(c) for c in counts[first:last + 1]]
+    return data["offset"] + first, _plain(counts[first:last + 1])
 
 
 def _finite(value: Any) -> float | None:
@@ -245,8 +265,8 @@ def bins_text(bins: Bins) -> str:
         "v": FORMAT,
         "gamma": _MAPPING.gamma,
         "index_offset": _MAPPING._offset,
-        "pos": {"offset": bins.pos_off if bins.pos else 0, "counts": [_num(c) for c in bins.pos]},
-        "neg": {"offset": bins.neg_off if bins.neg else 0, "counts": [_num(c) for c in bins.neg]},
+        "pos": {"offset": bins.pos_off if bins.pos else 0, "counts": bins.pos},
+        "neg": {"offset": bins.neg_off if bins.neg else 0, "counts": bins.neg},
         "zero": _num(bins.zero),
         "count": _num(bins.count),
         "sum": bins.sum,
@@ -265,7 +285,7 @@ def sketch_of(bins: Bins) -> DDSketch:
                                (sketch._negative_store, bins.neg_off, bins.neg)):
         for key, c in enumerate(counts, off):
             if c:
-                store.add(key, c)
+                store.add(key, float(c))
     sketch._zero_count, sketch._count, sketch._sum = bins.zero, bins.count, bins.sum
     sketch._min, sketch._max = bins.min, bins.max
     return sketch

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from operator import attrgetter
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -73,14 +74,18 @@ _PG_INSERT_RESULTS_AT = text(
 # rows (json_populate_recordset types each field as its column): one statement each rather than one
 # per hour row, and orjson rather than psycopg quoting every value.
 _ROLLUP_VALUES = tuple(Rollup().to_row())
-_ROLLUP_COLS = (*(c.name for c in _PK), *_ROLLUP_VALUES, "updated_at")
+_ROLLUP_COLS = (*(str(c.name) for c in _PK), *_ROLLUP_VALUES, "updated_at")     # str: orjson keys
+# New hour rows, inserted in key order; returned: the positions (1-based) of the rows that were there
+# already (usually none), to be merged into.
 _PG_INSERT_HOURS = text(
-    f"INSERT INTO rollups_hourly ({', '.join(_ROLLUP_COLS)}) "
-    f"SELECT {', '.join('v.' + c for c in _ROLLUP_COLS)} "
-    "FROM json_populate_recordset(NULL::rollups_hourly, CAST(:rows AS json)) WITH ORDINALITY AS v "
-    "ORDER BY v.ordinality "
+    "WITH v AS (SELECT * FROM json_populate_recordset(NULL::rollups_hourly, CAST(:rows AS json)) "
+    "WITH ORDINALITY), "
+    f"ins AS (INSERT INTO rollups_hourly ({', '.join(_ROLLUP_COLS)}) "
+    f"SELECT {', '.join('v.' + c for c in _ROLLUP_COLS)} FROM v ORDER BY v.ordinality "
     "ON CONFLICT (agent_id, target_id, probe, hour) DO NOTHING "
-    "RETURNING agent_id, target_id, probe, hour").columns(*_PK)
+    "RETURNING agent_id, target_id, probe, hour) "
+    "SELECT v.ordinality FROM v WHERE NOT EXISTS (SELECT FROM ins WHERE ins.agent_id = v.agent_id "
+    "AND ins.target_id = v.target_id AND ins.probe = v.probe AND ins.hour = v.hour)")
 _PG_CREATE_HOURS = text(
     f"INSERT INTO rollups_hourly ({', '.join(_ROLLUP_COLS)}) "
     f"SELECT {', '.join('v.' + c for c in _ROLLUP_COLS)} "
@@ -126,19 +131,30 @@ def _jsonable(rows: Sequence[Mapping[str, Any]]) -> bool:
 Delta = tuple[Rollup, sketches.Bins | None]     # an hour's counters, and its samples' sketch
 
 
+_COUNTERS = attrgetter(*Rollup._COLUMNS)
+
+
 def _hour_values(delta: Delta) -> tuple[Any, ...]:
-    """The value columns (_ROLLUP_VALUES' order) of a row holding `delta` alone."""
+    """The value columns (_ROLLUP_VALUES' order) of a row holding `delta` alone: Rollup.to_row's, with
+    the sketch from its Bins when it has them."""
     rollup, bins = delta
-    row = rollup.to_row()
     if bins is not None:
-        row["sketch"] = sketches.bins_text(bins)
-    return tuple(row[c] for c in _ROLLUP_VALUES)
+        sketch: str | None = sketches.bins_text(bins)
+    else:
+        sketch = sketches.dumps(rollup.sketch) if rollup.sketch is not None else None
+    extras = json.dumps(rollup.extras, separators=(",", ":")) if rollup.extras else None
+    return (*_COUNTERS(rollup), sketch, extras)
+
+
+def _finite(delta: Delta) -> bool:
+    """No inf/NaN among the float counters (orjson would write null): their sum is finite. A sum that
+    overflows merely sends the row the slow way."""
+    r = delta[0]
+    return math.isfinite(r.loss_pct_sum + r.rtt_sum + r.jitter_sum + (r.rtt_min or 0.0) + (r.rtt_max or 0.0))
 
 
 def _hour_row(key: HourKey, delta: Delta, now: datetime) -> dict[str, Any]:
-    a, t, p, h = key
-    return {"agent_id": a, "target_id": t, "probe": p, "hour": h,
-            **dict(zip(_ROLLUP_VALUES, _hour_values(delta), strict=True)), "updated_at": now}
+    return dict(zip(_ROLLUP_COLS, (*key, *_hour_values(delta), now), strict=True))
 
 
 def _merged(row: Mapping[Any, Any], delta: Delta) -> Delta:
@@ -448,13 +464,15 @@ class Store:
 
     async def _pg_apply_rollups(self, conn: AsyncConnection, keys: Sequence[HourKey],
                                 deltas: Mapping[HourKey, Delta], now: datetime) -> None:
-        rows = [_hour_row(k, deltas[k], now) for k in keys]
-        if _jsonable(rows):
+        text_rows: str | None = None
+        if all(_finite(deltas[k]) for k in keys):
+            with contextlib.suppress(orjson.JSONEncodeError):        # an integer past 64 bits
+                text_rows = orjson.dumps([_hour_row(k, deltas[k], now) for k in keys]).decode()
+        if text_rows is not None:
             # Inserted in key order, as writers lock rows: a row another writer inserted and has
             # not committed yet makes this one wait, then conflict and merge below.
-            created = await conn.execute(_PG_INSERT_HOURS, {"rows": orjson.dumps(rows).decode()})
-            inserted = {(r[0], r[1], r[2], r[3]) for r in created}
-            rest = [k for k in keys if k not in inserted]
+            there = await conn.execute(_PG_INSERT_HOURS, {"rows": text_rows})
+            rest = [keys[n - 1] for (n,) in there]
         else:
             # Absurd figures (inf, past 64 bits): every row created empty and merged through
             # executemany, whose errors stay what they were.

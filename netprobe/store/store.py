@@ -10,7 +10,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, timezone
 from operator import attrgetter
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -188,11 +188,30 @@ _SQLITE_INSERT_RESULTS = ("INSERT INTO probe_results (id, probe, agent_id, targe
                           "envelope, stored_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")   # envelope: _sqlite_json's
 
 
+def _iso(ts: datetime) -> str:
+    return (ts.astimezone(UTC) if ts.tzinfo is not None else ts).replace(tzinfo=None).isoformat(" ")
+
+
+def _iso_us(ts: datetime) -> str:
+    return (ts.astimezone(UTC) if ts.tzinfo is not None else ts).replace(tzinfo=None).isoformat(
+        " ", "microseconds")
+
+
+_PROBES = (datetime(2001, 2, 3, 4, 5, 6, tzinfo=UTC), datetime(987, 6, 5, 4, 3, 2, 1, tzinfo=UTC),
+           datetime(2026, 11, 20, 23, 59, 59, 999999, tzinfo=timezone(timedelta(hours=8))),
+           datetime(2026, 1, 1))
+
+
 def _stamp(conn: AsyncConnection) -> Callable[[datetime], str]:
-    """A UTC datetime as SQLAlchemy stores it in a SQLite UTCDateTime column."""
+    """A datetime as SQLAlchemy stores it in a SQLite UTCDateTime column: isoformat when that writes
+    the very same text (a third of the cost of SQLAlchemy's processor), else the processor itself."""
     process = _R.hour.type.dialect_impl(conn.dialect).bind_processor(conn.dialect)
     assert process is not None
+    for fast in (_iso_us, _iso):
+        if all(fast(ts) == process(ts) for ts in _PROBES):
+            return fast
     return process
+
 _READ_HORIZON = select(store_meta.c.value).where(store_meta.c.key == _HORIZON)   # built once: every write
 REFS_REFRESH_S = 60.0      # an unchanged agent/target row is rewritten (last_seen) at most this often
 _LOCK_TARGETS = (select(targets.c.id).where(targets.c.id.in_(bindparam("ids", expanding=True)))

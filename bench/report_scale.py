@@ -2,6 +2,7 @@
 
     python3 bench/report_scale.py [--agents 10] [--targets 100] [--days 90] [--db postgresql|sqlite|both]
                                   [--repeat 3] [--timeout 600] [--scale-check [AXIS=A,B]] [--keep]
+                                  [--existing URL ...]
 
 Builds --agents × --targets × 4 probes (icmp, tcp, mtr, sse) × --days × 24 HOURLY rollup rows ending at the
 current hour (defaults: 8.64 M rows), on a fresh PostgreSQL database (dropped at the end unless --keep)
@@ -24,6 +25,7 @@ has it, `db rebuild-rollups` runs (timed) to build whatever the hourly rows feed
 
 Goals: < 1 s on PostgreSQL, < 3 s on SQLite, max RSS < 200 MB, `--days 7` no dearer than `--days 90`.
 --scale-check times `--days 90` at two fleet sizes (agents=A,B or days=A,B) and prints how cost grows.
+--existing URL times the commands on a database built before (as --keep leaves it), building nothing.
 """
 
 from __future__ import annotations
@@ -708,6 +710,18 @@ def bench(args: argparse.Namespace) -> bool:
     return ok
 
 
+def existing(args: argparse.Namespace) -> bool:
+    """The commands and verdicts on databases built before (the fold is taken as it is)."""
+    ok = True
+    with tempfile.TemporaryDirectory(prefix="netprobe-report-scale-") as tmp_name:
+        for url in args.existing:
+            dialect = "postgresql" if url.startswith("postgresql") else "sqlite"
+            print(f"[{dialect}] {url}", flush=True)
+            timings = time_commands(url, None, args.repeat, args.timeout, Path(tmp_name))
+            ok &= verdict(dialect, timings)
+    return ok
+
+
 def scale_check(args: argparse.Namespace) -> bool:
     axis, _, values = args.scale_check.partition("=")
     if args.scale_check == "auto":
@@ -761,6 +775,9 @@ def main() -> int:
                     help=f"PostgreSQL maintenance database (default {DEFAULT_PG})")
     ap.add_argument("--keep", action="store_true", help="keep the PostgreSQL database / SQLite file")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--existing", action="append", metavar="URL", default=[],
+                    help="time the commands on this database as it is (one --keep left), building nothing; "
+                    "repeatable")
     args = ap.parse_args()
     if min(args.agents, args.targets, args.days, args.repeat, args.pool) < 1 or args.timeout <= 0:
         ap.error("--agents, --targets, --days, --repeat, --pool and --timeout must be positive")
@@ -771,7 +788,7 @@ def main() -> int:
                                                                         for v in sizes):
             ap.error(f"--scale-check: expected agents=A,B or days=A,B, got {args.scale_check!r}")
     t0 = time.perf_counter()
-    ok = scale_check(args) if args.scale_check else bench(args)
+    ok = (existing(args) if args.existing else scale_check(args) if args.scale_check else bench(args))
     print(f"total {time.perf_counter() - t0:.0f} s")
     print("RESULT", "PASS" if ok else "FAIL")
     return 0 if ok else 1

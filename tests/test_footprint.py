@@ -15,7 +15,10 @@ from netprobe.store.migrate import _script_head, head_revision
 NOT_IMPORTED = ("alembic", "mako", "pygments", "rich", "geoip2", "maxminddb", "influxdb_client",
                 "netprobe.lab", "netprobe.report", "netprobe.collector", "netprobe.alerts.engine",
                 "netprobe.alerts.notify", "netprobe.store.cli", "netprobe.probe_cli", "netprobe.demo",
-                "netprobe.agent.summary")
+                "netprobe.agent.summary",
+                # the ORM and sqlalchemy.ext.asyncio (which imports it): netprobe.store.engine has its own
+                # thin async engine over Core
+                "sqlalchemy.orm", "sqlalchemy.ext.asyncio")
 
 RUN = """
 import atexit, json, sys

@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from netprobe.alerts import states
 from netprobe.alerts.config import AlertRule, NotifierConfig
 from netprobe.alerts.formats import Notification
@@ -29,7 +27,7 @@ from netprobe.alerts.values import Value, WindowReader
 from netprobe.logs import log_event
 from netprobe.results import iso, utc_now
 from netprobe.store import Store
-from netprobe.store.engine import READ_ONLY, mapped_errors
+from netprobe.store.engine import READ_ONLY, AsyncConnection, mapped_errors
 
 log = logging.getLogger("netprobe.alerts")
 

@@ -19,10 +19,10 @@ from typing import Any, Literal
 from sqlalchemy import select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from netprobe.alerts.config import AlertRule
 from netprobe.results import iso
+from netprobe.store.engine import AsyncConnection
 from netprobe.store.schema import alert_states
 
 State = Literal["ok", "pending", "firing"]

@@ -24,10 +24,9 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from netprobe.store import Rollup, Store, parse_envelope
-from netprobe.store.engine import READ_ONLY, mapped_errors
+from netprobe.store.engine import READ_ONLY, AsyncConnection, mapped_errors
 from netprobe.store.schema import path_changes, probe_results
 
 Key = tuple[str, str]          # agent_id, target_id

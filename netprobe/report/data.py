@@ -11,9 +11,8 @@ from typing import Any
 
 from sqlalchemy import Select, cast, func, literal, select
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.ext.asyncio import AsyncConnection
 
-from netprobe.store.engine import READ_ONLY, mapped_errors
+from netprobe.store.engine import READ_ONLY, AsyncConnection, mapped_errors
 from netprobe.store.events import MTR, route_of
 from netprobe.store.schema import agents, path_changes, probe_results, targets
 from netprobe.store.store import Store

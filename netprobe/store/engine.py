@@ -1,16 +1,30 @@
-"""Async engine creation (SQLite pragmas, write locking) and driver errors → StorageError."""
+"""Async engine creation (SQLite pragmas, write locking) and driver errors → StorageError.
+
+AsyncEngine and AsyncConnection here are the part of sqlalchemy.ext.asyncio's that netprobe uses, the
+same way: each call runs the sync Core call in a greenlet (greenlet_spawn) over the async driver.
+Why not sqlalchemy.ext.asyncio itself: its package imports the ORM (AsyncSession), 41 more modules and
+6 MB the agent would keep for good without ever using them (bench/agent_footprint.py).
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, TypeVarTuple, overload
 
+from sqlalchemy import create_engine as _sync_engine
 from sqlalchemy import event
-from sqlalchemy.engine import URL, Connection
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.engine import URL, Connection, CursorResult, Dialect, Engine
+from sqlalchemy.exc import DBAPIError, InvalidRequestError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
+from sqlalchemy.sql import Executable
+from sqlalchemy.util.concurrency import greenlet_spawn
+from sqlalchemy.util.typing import TupleAny
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine.interfaces import _DBAPIAnyExecuteParams
+    from sqlalchemy.sql.selectable import TypedReturnsRows
 
 from netprobe.errors import StorageError
 from netprobe.store.urls import display_url, sqlite_path
@@ -18,6 +32,126 @@ from netprobe.store.urls import display_url, sqlite_path
 BUSY_TIMEOUT_MS = 30_000
 # read-only transactions set this so SQLite does not take the write lock for them
 READ_ONLY = {"netprobe_read_only": True}
+
+
+_T = TypeVar("_T")
+_P = ParamSpec("_P")
+_Ts = TypeVarTuple("_Ts")
+Params = Mapping[str, Any] | Sequence[Mapping[str, Any]] | None
+
+
+async def _to_completion(coro: Coroutine[Any, Any, _T]) -> _T:
+    """Run a cleanup (close, commit/rollback on exit) to its end even if the caller is cancelled
+    meanwhile, re-raising the cancellation after: as sqlalchemy.ext.asyncio does, so a connection is
+    never handed back to the pool half-closed or after the engine was disposed."""
+    task = asyncio.create_task(coro)
+    cancelled: asyncio.CancelledError | None = None
+    while True:
+        try:
+            result = await asyncio.shield(task)
+        except asyncio.CancelledError as err:
+            if task.done():
+                raise
+            cancelled = err
+        else:
+            break
+    if cancelled is not None:
+        raise cancelled
+    return result
+
+
+class AsyncConnection:
+    """One pooled connection; `async with engine.connect()` / `engine.begin()` hand these out."""
+
+    __slots__ = ("_sync",)
+
+    def __init__(self, sync: Connection) -> None:
+        self._sync = sync
+
+    @property
+    def sync_connection(self) -> Connection:
+        return self._sync
+
+    @property
+    def dialect(self) -> Dialect:
+        return self._sync.dialect
+
+    @overload
+    async def execute(self, statement: TypedReturnsRows[*_Ts],
+                      parameters: Params = None) -> CursorResult[*_Ts]: ...
+
+    @overload
+    async def execute(self, statement: Executable, parameters: Params = None
+                      ) -> CursorResult[*TupleAny]: ...
+
+    async def execute(self, statement: Executable, parameters: Params = None
+                      ) -> CursorResult[*TupleAny]:
+        """The statement's result, rows already fetched (the async drivers buffer them)."""
+        result: CursorResult[*TupleAny] = await greenlet_spawn(
+            self._sync.execute, statement, parameters, _require_await=True)
+        return result
+
+    async def exec_driver_sql(self, statement: str, parameters: _DBAPIAnyExecuteParams | None = None
+                              ) -> CursorResult[*TupleAny]:
+        result: CursorResult[*TupleAny] = await greenlet_spawn(
+            self._sync.exec_driver_sql, statement, parameters, _require_await=True)
+        return result
+
+    async def execution_options(self, **options: Any) -> AsyncConnection:
+        await greenlet_spawn(self._sync.execution_options, **options)
+        return self
+
+    async def run_sync(self, fn: Callable[Concatenate[Connection, _P], _T], *args: _P.args,
+                       **kwargs: _P.kwargs) -> _T:
+        """fn(sync Connection, …) in a greenlet: sync SQLAlchemy code (Alembic) over this connection."""
+        return await greenlet_spawn(fn, self._sync, *args, _require_await=False, **kwargs)
+
+
+class AsyncEngine:
+    """A sync Core Engine on an async driver (aiosqlite, psycopg's async connections)."""
+
+    __slots__ = ("sync_engine",)
+
+    def __init__(self, sync_engine: Engine) -> None:
+        if not sync_engine.dialect.is_async:
+            raise InvalidRequestError(f"{sync_engine.dialect.driver!r} is not an async driver")
+        self.sync_engine = sync_engine
+
+    @property
+    def dialect(self) -> Dialect:
+        return self.sync_engine.dialect
+
+    @property
+    def url(self) -> URL:
+        return self.sync_engine.url
+
+    @asynccontextmanager
+    async def connect(self) -> AsyncIterator[AsyncConnection]:
+        sync = await greenlet_spawn(self.sync_engine.connect)
+        try:
+            yield AsyncConnection(sync)
+        finally:
+            await _to_completion(greenlet_spawn(sync.close))
+
+    @asynccontextmanager
+    async def begin(self) -> AsyncIterator[AsyncConnection]:
+        """A connection in a transaction: committed when the block ends, rolled back if it raises."""
+        async with self.connect() as conn:
+            trans = await greenlet_spawn(conn.sync_connection.begin)
+            trans.__enter__()
+            try:
+                yield conn
+            except BaseException as exc:
+                await greenlet_spawn(trans.__exit__, type(exc), exc, exc.__traceback__)
+                raise
+            await greenlet_spawn(trans.__exit__, None, None, None)
+
+    async def dispose(self) -> None:
+        await greenlet_spawn(self.sync_engine.dispose)
+
+
+def create_async_engine(url: URL, **kwargs: Any) -> AsyncEngine:
+    return AsyncEngine(_sync_engine(url, _is_async=True, **kwargs))
 
 
 def create_engine(url: URL) -> AsyncEngine:

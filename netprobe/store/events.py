@@ -13,8 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Integer, Select, TextualSelect, and_, bindparam, insert, or_, select, text
-from sqlalchemy.ext.asyncio import AsyncConnection
 
+from netprobe.store.engine import AsyncConnection
 from netprobe.store.envelopes import Envelope
 from netprobe.store.schema import path_changes, probe_results
 

@@ -12,8 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, func, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
+from netprobe.store.engine import AsyncConnection
 from netprobe.store.schema import outbox
 
 _O = outbox.c

@@ -11,8 +11,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from sqlalchemy import String, TextualSelect, bindparam, delete, func, select, text, tuple_
-from sqlalchemy.ext.asyncio import AsyncConnection
 
+from netprobe.store.engine import AsyncConnection
 from netprobe.store.prefix import (
     LEVELS,
     Extremes,

@@ -20,14 +20,13 @@ from sqlalchemy import Select, Table, bindparam, delete, func, select, text, upd
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.dml import Insert
 
 from netprobe.errors import StorageError
 from netprobe.results import utc_now
 from netprobe.store import events, migrate, outbox, prefix_sql
 from netprobe.store import sketch as sketches
-from netprobe.store.engine import READ_ONLY, create_engine, mapped_errors
+from netprobe.store.engine import READ_ONLY, AsyncConnection, AsyncEngine, create_engine, mapped_errors
 from netprobe.store.envelopes import Envelope, parse_envelopes
 from netprobe.store.rollups import HourKey, HourRow, Rollup, WindowStats, hour_deltas, hour_of, merge_hours
 from netprobe.store.schema import (

@@ -37,6 +37,8 @@ _BUFSIZE = 65536 + 128
 # Replies are not read on arrival but every QUANTUM while any are outstanding: the kernel has
 # already stamped them, so reading later costs no accuracy, and at 1,000 targets one wake-up per
 # few ms instead of per packet is most of the CPU saved. Sends due within a quantum go together.
+# When a quantum's read finds nothing (a few targets, or long RTTs), the engine waits for the socket
+# to become readable instead of polling 200 times a second, and reads at most once per quantum.
 QUANTUM_NS = 5_000_000
 
 
@@ -141,6 +143,7 @@ class IcmpEngine:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_due = 0
         self._last_tick_ns = 0
+        self._reading = False  # readers registered: the next reply wakes the engine, not the timer
         self._outstanding = 0  # requests sent and neither answered nor expired
         self._buf = bytearray(_BUFSIZE)
         self._view = memoryview(self._buf)
@@ -198,6 +201,7 @@ class IcmpEngine:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        self._stop_reading()
         for fs in self._socks.values():
             fs.sock.close()
         self._socks.clear()
@@ -215,6 +219,9 @@ class IcmpEngine:
             self._caps[family] = RateCap(self.max_rate, time.monotonic_ns())
             self._backlog[family] = deque()
             self._seq[family] = int.from_bytes(os.urandom(2), "big")
+            if self._reading:
+                assert self._loop is not None
+                self._loop.add_reader(fs.sock.fileno(), self._on_readable)
         return fs
 
     def _payload(self, size: int) -> tuple[bytes, int]:
@@ -239,11 +246,37 @@ class IcmpEngine:
         delay = max(0.0, (due_ns - time.monotonic_ns()) / 1e9)
         self._timer = self._loop.call_later(delay, self._tick)
 
+    def _start_reading(self) -> None:
+        if not self._reading:
+            assert self._loop is not None
+            for fs in self._socks.values():
+                self._loop.add_reader(fs.sock.fileno(), self._on_readable)
+            self._reading = True
+
+    def _stop_reading(self) -> None:
+        if self._reading:
+            assert self._loop is not None
+            for fs in self._socks.values():
+                self._loop.remove_reader(fs.sock.fileno())
+            self._reading = False
+
+    def _on_readable(self) -> None:
+        """A reply arrived while idle: read it now, or at the end of the quantum of the last read."""
+        self._stop_reading()
+        due = self._last_tick_ns + QUANTUM_NS
+        if time.monotonic_ns() >= due:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._tick()
+        elif self._timer is None or due < self._timer_due:
+            self._arm(due)
+
     def _tick(self) -> None:
         """Read what arrived, send what is due, end rounds whose time is up; then sleep until the next."""
         self._timer = None
+        read = 0
         for fs in self._socks.values():
-            self._drain(fs)  # before ending rounds: a reply already queued must not count as lost
+            read += self._drain(fs)  # before ending rounds: a reply already queued must not count as lost
         now = time.monotonic_ns()
         self._last_tick_ns = now
         events, backlog, caps = self._events, self._backlog, self._caps
@@ -274,8 +307,13 @@ class IcmpEngine:
             if queue:
                 due = caps[family].next_ns(now)
                 wake = due if wake is None else min(wake, due)
-        if self._outstanding:
+        if self._outstanding and read:
+            self._stop_reading()   # replies are coming in: poll them once per quantum
             wake = now + QUANTUM_NS if wake is None else min(wake, now + QUANTUM_NS)
+        elif self._outstanding:
+            self._start_reading()  # none came this quantum: sleep until one does
+        else:
+            self._stop_reading()
         if wake is not None:
             self._arm(max(wake, now + QUANTUM_NS))
 
@@ -310,18 +348,22 @@ class IcmpEngine:
                 errno.ENETUNREACH, errno.EHOSTUNREACH, errno.EADDRNOTAVAIL) else "send"
             rnd.error = os.strerror(exc.errno or 0) if exc.errno else str(exc)
 
-    def _drain(self, fs: _FamilySocket) -> None:
+    def _drain(self, fs: _FamilySocket) -> int:
+        """Read every queued packet; returns how many were read (ours or not)."""
         sock, buf, view = fs.sock, self._buf, self._view
         pending, family, cookie = self._pending, fs.family, self._cookie
         v4raw = fs.raw and not fs.v6
+        read = 0
         while True:
             try:
                 n, anc, _flags, addr = sock.recvmsg_into([view], _ANC_SIZE)
             except (BlockingIOError, InterruptedError):
-                return
+                return read
             except OSError as exc:  # e.g. an ICMP error queued on a ping socket; never fatal
                 log.debug("icmp recv error: %s", exc)
+                read += 1
                 continue
+            read += 1
             rx_ns = rxstamp.rx_ns(anc) or time.time_ns()
             if v4raw:
                 if n < 20:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from typing import Any, Protocol
 
 from netprobe.logs import log_event
@@ -50,23 +51,29 @@ class Pipeline:
                 del q[0]
                 self.dropped[sink.name] += 1
             q.append(envelope)
-            if len(q) >= self._batch:
+            if len(q) == 1 or len(q) >= self._batch:
                 self._wake[sink.name].set()
 
     async def _writer(self, sink: Sink) -> None:
+        """Writes at most once per flush_every (sooner for a full batch): a round that arrives after a
+        quiet spell is written at once, the ones behind it together when the interval is up."""
+        loop = asyncio.get_running_loop()
         q = self._queues[sink.name]
         wake = self._wake[sink.name]
+        last = -math.inf
         while True:
             if not q and self._closing:
                 return
-            if not q or len(q) < self._batch:
-                try:
-                    await asyncio.wait_for(wake.wait(), self._flush_every)
-                except TimeoutError:
-                    pass
-                wake.clear()
-            if not q:
-                continue
+            if len(q) < self._batch and not self._closing:
+                wait = last + self._flush_every - loop.time() if q else None  # None: until a put()
+                if wait is None or wait > 0:
+                    try:
+                        await asyncio.wait_for(wake.wait(), wait)
+                    except TimeoutError:
+                        pass
+                    wake.clear()
+                    continue
+            last = loop.time()
             batch = q[: self._batch]
             try:
                 await sink.write(batch)

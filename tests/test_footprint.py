@@ -18,7 +18,9 @@ NOT_IMPORTED = ("alembic", "mako", "pygments", "rich", "geoip2", "maxminddb", "i
                 "netprobe.agent.summary",
                 # the ORM and sqlalchemy.ext.asyncio (which imports it): netprobe.store.engine has its own
                 # thin async engine over Core
-                "sqlalchemy.orm", "sqlalchemy.ext.asyncio")
+                "sqlalchemy.orm", "sqlalchemy.ext.asyncio",
+                # SQLAlchemy's PostgreSQL dialects: the agent here stores in SQLite
+                "sqlalchemy.dialects.postgresql")
 
 RUN = """
 import atexit, json, sys

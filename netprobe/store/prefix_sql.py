@@ -82,10 +82,14 @@ async def invalidate(conn: AsyncConnection, dialect: str, first_hours: Mapping[S
 
 
 async def _set_meta(conn: AsyncConnection, dialect: str, key: str, value: str) -> None:
-    from sqlalchemy.dialects.postgresql import insert as pg_insert
-    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+    if dialect == "postgresql":  # SQLAlchemy's PostgreSQL dialects only where they are used
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-    ins = (pg_insert if dialect == "postgresql" else sqlite_insert)(store_meta)
+        ins: Any = pg_insert(store_meta)
+    else:
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        ins = sqlite_insert(store_meta)
     await conn.execute(ins.on_conflict_do_update(index_elements=["key"], set_={"value": ins.excluded.value}),
                        {"key": key, "value": value})
 

@@ -20,7 +20,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.types import TypeEngine
 
 # Named constraints so SQLite batch migrations can find and alter them later.
 metadata = MetaData(naming_convention={
@@ -49,8 +49,24 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+class JsonDocument(TypeDecorator[Any]):
+    """JSON, stored as JSONB on PostgreSQL (as the migrations create it). Not JSON().with_variant(JSONB()):
+    that imports SQLAlchemy's PostgreSQL dialects (19 modules, ~2 MB) into every process, the SQLite
+    agent's included; this imports JSONB only once a PostgreSQL connection needs it."""
+
+    impl = JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import JSONB
+
+            return dialect.type_descriptor(JSONB())
+        return dialect.type_descriptor(JSON())
+
+
 def json_type() -> Any:
-    return JSON().with_variant(JSONB(), "postgresql")
+    return JsonDocument()
 
 
 ID = 128   # length of agent/target/result ids

@@ -17,7 +17,6 @@ from zoneinfo import ZoneInfo
 
 import orjson
 from sqlalchemy import Select, Table, bindparam, delete, func, select, text, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL
 from sqlalchemy.sql.dml import Insert
@@ -380,7 +379,11 @@ class Store:
             await outbox.note_failure(conn, seqs, error, retry_at)
 
     def _insert(self, table: Table) -> Any:
-        ins: Insert = (pg_insert if self.dialect == "postgresql" else sqlite_insert)(table)
+        if self.dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert  # not in a SQLite process
+
+            return pg_insert(table)
+        ins: Insert = sqlite_insert(table)
         return ins
 
     async def _upsert_refs(self, conn: AsyncConnection, envs: Sequence[Envelope],

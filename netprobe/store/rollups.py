@@ -194,29 +194,8 @@ def extra_values(result: Mapping[str, Any]) -> list[tuple[str, float]]:
     return out
 
 
-def accumulate(envelopes: Iterable[Envelope]) -> dict[HourKey, Rollup]:
-    """Each hour's rollup of `envelopes`. The samples of an hour are gathered in order and sketched
-    once at the end (sketches.add_all: the same sketch as adding them one by one)."""
-    out: dict[HourKey, Rollup] = {}
-    samples: dict[HourKey, list[float]] = {}
-    for env in envelopes:
-        key = key_of(env)
-        rollup = out.get(key)
-        if rollup is None:
-            rollup = out[key] = Rollup()
-        rollup.add(env, sketch=False)
-        if env.samples_ms:
-            samples.setdefault(key, []).extend(env.samples_ms)
-    for key, values in samples.items():
-        rollup = out[key]
-        rollup.sketch = sketches.new_sketch()
-        sketches.add_all(rollup.sketch, values)
-    return out
-
-
-def hour_deltas(envelopes: Iterable[Envelope]) -> dict[HourKey, tuple[Rollup, sketches.Bins | None]]:
-    """accumulate, for the writers: each hour's counters (a Rollup without a sketch) and its sketch as
-    Bins (None without samples), the very content accumulate's sketch holds, without building one."""
+def _counted(envelopes: Iterable[Envelope]) -> tuple[dict[HourKey, Rollup], dict[HourKey, list[float]]]:
+    """Each hour's counters (Rollups without a sketch) and its samples, gathered in order."""
     out: dict[HourKey, Rollup] = {}
     samples: dict[HourKey, list[float]] = {}
     for env in envelopes:
@@ -231,6 +210,24 @@ def hour_deltas(envelopes: Iterable[Envelope]) -> dict[HourKey, tuple[Rollup, sk
                 samples[key] = list(env.samples_ms)
             else:
                 values.extend(env.samples_ms)
+    return out, samples
+
+
+def accumulate(envelopes: Iterable[Envelope]) -> dict[HourKey, Rollup]:
+    """Each hour's rollup of `envelopes`. The samples of an hour are gathered in order and sketched
+    once at the end (sketches.add_all: the same sketch as adding them one by one)."""
+    out, samples = _counted(envelopes)
+    for key, values in samples.items():
+        rollup = out[key]
+        rollup.sketch = sketches.new_sketch()
+        sketches.add_all(rollup.sketch, values)
+    return out
+
+
+def hour_deltas(envelopes: Iterable[Envelope]) -> dict[HourKey, tuple[Rollup, sketches.Bins | None]]:
+    """accumulate, for the writers: each hour's counters (a Rollup without a sketch) and its sketch as
+    Bins (None without samples), the very content accumulate's sketch holds, without building one."""
+    out, samples = _counted(envelopes)
     bins_of = sketches.bins_of
     return {key: (rollup, bins_of(values) if (values := samples.get(key)) else None)
             for key, rollup in out.items()}

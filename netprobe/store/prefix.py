@@ -233,10 +233,6 @@ def quantiles(sums: Sums, qs: Sequence[float], lo: float | None, hi: float | Non
     return out
 
 
-def quantile(sums: Sums, q: float, lo: float | None, hi: float | None) -> float | None:
-    return quantiles(sums, (q,), lo, hi)[0]
-
-
 def figures(sums: Sums, lo: float | None, hi: float | None) -> dict[str, Any]:
     """Rollup.figures of `sums.rollup(lo, hi)`, its quantiles by `quantiles` (no sketch built)."""
     r = sums.rollup(lo, hi, sketch=False)
@@ -395,4 +391,4 @@ def fold_until(now: datetime) -> datetime:
 __all__ = ["COUNTERS", "FOLD_LAG", "HOUR", "LEVELS", "Extremes", "Folder", "ForeignSketch", "PrefixRow",
            "Sums",
            "combine", "covers", "decode_level", "decode_sums", "encode_level", "encode_sums", "extremes_of",
-           "figures", "fold_until", "level_for", "local_day", "midnight", "quantile", "quantiles"]
+           "figures", "fold_until", "level_for", "local_day", "midnight", "quantiles"]

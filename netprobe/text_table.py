@@ -4,8 +4,9 @@ rich's Table measures and renders every cell through its layout engine: 1–2 s 
 report (1,000 rows × 21 columns). Here a cell is one line of plain text (no markup), its width is
 `rich.cells.cell_len`, and each row becomes one string: 0.03 s (bench/table_render.py). The output is
 rich's own, for what these tables use (a box with edges and a header, padding 1, left/right justified
-columns, sections, title and caption justified left, row and cell styles); tests/test_text_table.py
-renders both and compares. Rich still writes it, so colour follows rich's terminal detection.
+columns, sections, title and caption justified left, row and cell styles);
+tests/unit/report/test_text_table.py renders both and compares. Rich still writes it, so colour follows
+rich's terminal detection.
 
 When the table is wider than the console, nothing is shrunk, wrapped, or cropped with "…" (rich's
 Table would): the lines keep their full width (a terminal folds them; `less -S` scrolls them) and

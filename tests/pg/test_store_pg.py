@@ -1,0 +1,85 @@
+"""The store on the real PostgreSQL server: migrations, idempotent ingest, concurrent writers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy.engine import make_url
+
+from netprobe.errors import StorageError
+from netprobe.store import Store, open_store
+from netprobe.store.migrate import head_revision
+from tests.support.store import TABLES, icmp_envelope, schema_diff, table_names
+
+pytestmark = pytest.mark.postgres
+
+T0 = datetime(2026, 11, 20, 20, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+async def store(pg_url: str) -> AsyncIterator[Store]:
+    s = await open_store(pg_url)
+    yield s
+    await s.close()
+
+
+async def test_migrations_up_down_up_and_match_the_models(store: Store) -> None:
+    assert store.dialect == "postgresql"
+    async with store.engine.connect() as conn:
+        assert TABLES <= await conn.run_sync(table_names)
+        assert await conn.run_sync(schema_diff) == []
+    assert await store.downgrade("base") is None
+    async with store.engine.connect() as conn:
+        assert not (TABLES & await conn.run_sync(table_names))
+    assert await store.upgrade() == head_revision()
+    assert await store.upgrade() == head_revision()            # a second upgrade is a no-op
+
+
+async def test_write_replay_and_timestamps(store: Store) -> None:
+    envs = [icmp_envelope(T0 + timedelta(minutes=10 * i), [30.0 + i, 31.0, None]) for i in range(12)]
+    assert (await store.write(envs)).accepted == 12
+    before = await store.hourly("sh-ct-1", "hk-cn2", "icmp", T0, T0 + timedelta(hours=3))
+    replay = await store.write(envs + envs[:2])
+    assert (replay.accepted, replay.duplicates) == (0, 14)
+    rows = await store.hourly("sh-ct-1", "hk-cn2", "icmp", T0, T0 + timedelta(hours=3))
+    assert rows == before
+    assert [r.hour for r in rows] == [T0, T0 + timedelta(hours=1)]
+    assert all(r.hour.tzinfo is UTC for r in rows)
+    assert [r.rounds for r in rows] == [6, 6] and rows[0].sent == 18 and rows[0].received == 12
+    assert await store.count_results("sh-ct-1", "hk-cn2", "icmp", T0, T0 + timedelta(hours=1)) == 6
+    assert (await store.results(limit=1))[0] == envs[0]
+    assert await store.enforce_retention(1, now=T0 + timedelta(days=1, minutes=35)) == 4
+
+
+async def test_concurrent_writers_to_one_hour_lose_no_update(pg_url: str) -> None:
+    """Many batches for the same agent × target × hour at once, from two stores (two collectors),
+    with some batches replayed concurrently: the hour row counts every unique round exactly once."""
+    a, b = await open_store(pg_url), await open_store(pg_url)
+    try:
+        batches = [[icmp_envelope(T0 + timedelta(seconds=60 * i + j), [10.0 + j, 11.0, 12.0, None])
+                    for j in range(5)] for i in range(40)]
+        jobs = [(a if i % 2 else b).write(batch) for i, batch in enumerate(batches)]
+        jobs += [(b if i % 2 else a).write(batches[i]) for i in range(0, 40, 4)]    # replays, racing
+        results = await asyncio.gather(*jobs)
+        assert sum(r.accepted for r in results) == 200
+        assert sum(r.duplicates for r in results) == 50
+        rows = await a.hourly(None, None, "icmp", T0, T0 + timedelta(hours=1))
+        assert len(rows) == 1
+        row = rows[0]
+        assert (row.rounds, row.sent, row.received, row.samples) == (200, 800, 600, 600)
+        assert row.rtt_min_ms == 10.0 and row.rtt_max_ms == 14.0
+        assert row.rollup.sketch is not None and row.rollup.sketch.count == 600
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_unreachable_or_missing_database_is_a_storage_error(pg_url: str) -> None:
+    with pytest.raises(StorageError, match=r"127\.0\.0\.1.*(refused|failed)"):
+        await open_store("postgresql://postgres@127.0.0.1:1/test")
+    missing = make_url(pg_url).set(database="netprobe_no_such_db").render_as_string(hide_password=False)
+    with pytest.raises(StorageError, match="does not exist"):
+        await open_store(missing)

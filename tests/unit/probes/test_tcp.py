@@ -1,0 +1,219 @@
+"""tcp probe against real loopback sockets.
+
+Provoked for real here: ok (a listener), refused (a closed port), timeout (a listener whose accept
+queue is full: Linux drops the SYN, so the handshake never completes). `reset` and `unreachable`
+cannot be provoked on loopback without sending traffic elsewhere: their errno → class mapping is
+unit-tested, and `unreachable` is also provoked for real in an empty network namespace (lab test).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from netprobe.probes.base import ProbeContext, ProbeTarget
+from netprobe.probes.tcp import TcpSettings, classify_errno, connect_once, run
+from netprobe.resolve import Resolver
+
+
+@pytest.fixture
+def full_backlog() -> Iterator[tuple[str, int]]:
+    """A listener that never accepts, with its (tiny) accept queue already full."""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(0)
+    addr = srv.getsockname()
+    fillers = []
+    for _ in range(2):  # Linux queues backlog+1; extra SYNs are then dropped
+        c = socket.socket()
+        c.setblocking(False)
+        c.connect_ex(addr)
+        fillers.append(c)
+    time.sleep(0.05)
+    yield addr
+    for c in fillers:
+        c.close()
+    srv.close()
+
+
+def ctx() -> ProbeContext:
+    return ProbeContext(resolver=Resolver())
+
+
+def settings(**kw: object) -> TcpSettings:
+    base: dict[str, object] = {"count": 3, "interval": 0.05, "timeout": 1.0}
+    base.update(kw)
+    return TcpSettings.model_validate(base)
+
+
+async def test_connects_to_a_listener(listener: int) -> None:
+    r = await run(ProbeTarget(id="t", host="127.0.0.1", port=listener), settings(count=4), ctx())
+    assert r.status == "ok" and r.error_kind is None
+    assert (r.sent, r.received, r.loss_pct, r.failures) == (4, 4, 0.0, {})
+    assert r.connect_ms is not None and 0 < r.connect_ms.p50 < 50
+    assert all(s is not None and s > 0 for s in r.samples_ms)
+    assert r.jitter_ms is not None and r.dns_ms is None  # literal: no DNS
+    d = r.to_dict()
+    assert d["probe"] == "tcp" and d["port"] == listener and d["address"] == "127.0.0.1"
+
+
+async def test_name_reports_dns_time_separately(listener: int) -> None:
+    c = ctx()
+    first = await run(ProbeTarget(id="t", host="localhost", port=listener, family=socket.AF_INET),
+                      settings(count=1), c)
+    assert first.status == "ok" and first.address == "127.0.0.1"
+    assert first.dns_ms is not None and first.dns_ms >= 0
+    again = await run(ProbeTarget(id="t", host="localhost", port=listener, family=socket.AF_INET),
+                      settings(count=1), c)
+    assert again.status == "ok" and again.dns_ms is None  # answered from the resolver cache
+
+
+async def test_ipv6_loopback() -> None:
+    srv = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    srv.bind(("::1", 0))
+    srv.listen(16)
+    try:
+        r = await run(ProbeTarget(id="t", host="::1", port=srv.getsockname()[1]), settings(count=2), ctx())
+    finally:
+        srv.close()
+    assert r.status == "ok" and r.address == "::1" and r.received == 2
+
+
+async def test_closed_port_is_refused(closed_port: int) -> None:
+    r = await run(ProbeTarget(id="t", host="127.0.0.1", port=closed_port), settings(), ctx())
+    assert r.status == "down" and r.error_kind == "refused"
+    assert (r.sent, r.received, r.loss_pct) == (3, 0, 100.0)
+    assert r.failures == {"refused": 3} and r.samples_ms == [None, None, None]
+    assert r.connect_ms is None and r.jitter_ms is None
+    assert r.error is not None and "refused" in r.error.lower()
+
+
+async def test_full_backlog_times_out(full_backlog: tuple[str, int]) -> None:
+    host, port = full_backlog
+    t0 = time.monotonic()
+    r = await run(ProbeTarget(id="t", host=host, port=port), settings(count=3, interval=0.1, timeout=0.4),
+                  ctx())
+    elapsed = time.monotonic() - t0
+    assert r.status == "down" and r.error_kind == "timeout" and r.failures == {"timeout": 3}
+    # connects start on schedule and overlap, so the round lasts (count-1)*interval + timeout
+    assert 0.55 < elapsed < 0.9, elapsed
+
+
+async def test_port_from_settings_overrides_target(listener: int, closed_port: int) -> None:
+    r = await run(ProbeTarget(id="t", host="127.0.0.1", port=closed_port),
+                  settings(count=1, port=listener), ctx())
+    assert r.status == "ok" and r.port == listener
+
+
+async def test_missing_port_is_an_error_not_an_exception() -> None:
+    r = await run(ProbeTarget(id="t", host="127.0.0.1"), settings(), ctx())
+    assert r.status == "error" and r.error_kind == "config" and r.sent == 0
+    assert r.error is not None and "port" in r.error
+
+
+async def test_family_mismatch_is_an_error() -> None:
+    r = await run(ProbeTarget(id="t", host="127.0.0.1", port=80, family=socket.AF_INET6), settings(), ctx())
+    assert r.status == "error" and r.error_kind == "family" and r.sent == 0
+
+
+async def test_unresolvable_name_is_a_dns_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(*_a: object, **_k: object) -> object:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", fail)
+    r = await run(ProbeTarget(id="t", host="nonexistent.invalid", port=443), settings(), ctx())
+    assert r.status == "error" and r.error_kind == "dns" and r.sent == 0 and r.dns_ms is not None
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def test_cancellation_is_prompt_and_closes_sockets(full_backlog: tuple[str, int]) -> None:
+    host, port = full_backlog
+    before = _open_fds()
+    task = asyncio.create_task(run(ProbeTarget(id="t", host=host, port=port),
+                                   settings(count=5, interval=0.05, timeout=5.0), ctx()))
+    await asyncio.sleep(0.3)
+    t0 = time.monotonic()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert time.monotonic() - t0 < 0.5
+    assert _open_fds() == before
+
+
+async def test_connect_once_times_out(full_backlog: tuple[str, int]) -> None:
+    a = await connect_once(socket.AF_INET, full_backlog, 0.2)
+    assert a.connect_ms is None and a.kind == "timeout"
+
+
+@pytest.mark.parametrize(("err", "kind"), [
+    (errno.ECONNREFUSED, "refused"),
+    (errno.ETIMEDOUT, "timeout"),
+    (errno.ECONNRESET, "reset"),
+    (errno.ECONNABORTED, "reset"),
+    (errno.EHOSTUNREACH, "unreachable"),
+    (errno.ENETUNREACH, "unreachable"),
+    (errno.EADDRNOTAVAIL, "unreachable"),
+    (errno.EACCES, "unreachable"),   # ICMPv6 administratively prohibited
+    (errno.EPERM, "unreachable"),    # a local firewall rule
+    (errno.EINVAL, "unreachable"),   # anything unexpected
+])
+def test_errno_classification(err: int, kind: str) -> None:
+    assert classify_errno(err) == kind
+
+
+@pytest.mark.lab
+def test_unreachable_for_real_in_an_empty_namespace() -> None:
+    """No route at all (fresh namespace, loopback down): connect fails with ENETUNREACH locally."""
+    code = ("import asyncio\n"
+            "from netprobe.probes.base import ProbeContext, ProbeTarget\n"
+            "from netprobe.probes.tcp import TcpSettings, run\n"
+            "from netprobe.resolve import Resolver\n"
+            "r = asyncio.run(run(ProbeTarget(id='t', host='198.18.0.1', port=443),\n"
+            "    TcpSettings(count=2, interval=0.05, timeout=1), ProbeContext(resolver=Resolver())))\n"
+            "print(r.status, r.error_kind, r.failures)\n")
+    out = subprocess.run(["unshare", "--net", sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "down unreachable {'unreachable': 2}"
+
+
+@pytest.mark.lab
+def test_lab_connect_time_unreachable_and_timeout() -> None:
+    """On emulated routes: connect time = the route's RTT (SYN → SYN-ACK is one round trip);
+    the unrouted address is `unreachable` (the ISP router answers ICMP unreachable); a route that
+    drops everything is `timeout`."""
+    from tests.support.lab import agent_exec, running_lab
+
+    spec = {"lab": {"seed": 3}, "routes": [
+        {"id": "twenty", "datacenter": "hk", "line": "cn2-gia", "tcp_ports": [443],
+         "forward": {"delay_ms": 12.0}, "reverse": {"delay_ms": 8.0}},
+        {"id": "black", "datacenter": "tokyo", "line": "163", "tcp_ports": [443],
+         "forward": {"delay_ms": 5.0, "loss_pct": 100.0}, "reverse": {"delay_ms": 5.0}},
+    ]}
+    with running_lab(spec) as lab:
+        ok, black = lab.routes["twenty"], lab.routes["black"]
+        targets = [f"{ok.ipv4}:443", f"[{ok.ipv6}]:443", f"{lab.unrouted_ipv4}:443", f"{black.ipv4}:443",
+                   f"{ok.hostname}:443"]
+        out = agent_exec([sys.executable, "-m", "netprobe.cli", "probe", "tcp", *targets,
+                          "--count", "10", "--interval", "0.1", "--timeout", "1", "--json"])
+    assert out.returncode == 1, out.stderr
+    v4, v6, unrouted, dropped, named = json.loads(out.stdout)["results"]
+    assert named["address"] in (ok.ipv4, ok.ipv6) and named["dns_ms"] is not None and v4["dns_ms"] is None
+    for r in (v4, v6, named):
+        assert r["status"] == "ok" and r["received"] == 10, r
+        assert abs(r["connect_ms"]["p50"] - ok.rtt_ms) <= 1.5, (r["connect_ms"], ok.rtt_ms)
+    assert unrouted["status"] == "down" and unrouted["error_kind"] == "unreachable", unrouted
+    assert dropped["status"] == "down" and dropped["error_kind"] == "timeout", dropped
+    assert dropped["failures"] == {"timeout": 10}

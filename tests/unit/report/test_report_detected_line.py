@@ -1,0 +1,75 @@
+"""The report's detected line: the newest stored mtr round with a route label, looked up per pair by
+index (its newest rounds), on SQLite and on the real PostgreSQL server."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from netprobe.report.data import detected_lines
+from netprobe.store import Store, open_store
+from tests.support.pg import scratch_database
+from tests.support.report import NOW, mtr
+
+AGENT = "sh-ct-1"
+SAMPLES: list[float | None] = [50.0, 51.0, 52.0]
+
+
+def _round(minutes_ago: int, target: str, label: str, **changes: Any) -> dict[str, Any]:
+    env = mtr(NOW - timedelta(minutes=minutes_ago), AGENT, target, SAMPLES, label, f"hash-{label}")
+    result = env["result"]
+    for key, value in changes.items():
+        if key == "route":
+            result["route"] = value
+        else:
+            result[key] = value
+    return env
+
+
+def _envelopes() -> list[dict[str, Any]]:
+    envs = [
+        # hk-cn2: the newest round is labelled
+        _round(30, "hk-cn2", "bgp"), _round(10, "hk-cn2", "cn2-gia"),
+        # hk-bgp: the newest three are unusable (not reached, in error, no hash): the one before counts
+        _round(40, "hk-bgp", "163"), _round(30, "hk-bgp", "x", reached=False),
+        _round(20, "hk-bgp", "y", status="error"), _round(10, "hk-bgp", "z", route={"label": "z"}),
+        # us-cn2: labelled only after `now` (a report for an earlier time does not see it)
+        _round(-30, "us-cn2", "cn2-gt"), _round(20, "us-cn2", "cn2-gia"),
+        # tyo-cn2: no usable round among the newest 16: none
+        _round(200, "tyo-cn2", "old"),
+        *(_round(100 - i, "tyo-cn2", "n", reached=False) for i in range(16)),
+    ]
+    for env in envs:
+        env["id"] = f"{env['target']['id']}-{env['started_at']}"
+    return envs
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    if request.param == "sqlite":
+        s = await open_store(f"sqlite:///{tmp_path / 'lines.db'}")
+        await s.write(_envelopes())
+        yield s
+        await s.close()
+        return
+    with scratch_database() as url:
+        s = await open_store(url)
+        await s.write(_envelopes())
+        yield s
+        await s.close()
+
+
+async def test_newest_labelled_round_per_pair(store: Store) -> None:
+    pairs = [(AGENT, t) for t in ("hk-cn2", "hk-bgp", "us-cn2", "tyo-cn2", "us-163")]
+    got = await detected_lines(store, pairs, NOW)
+    assert {k[1]: (v.label, v.source) for k, v in got.items()} == {
+        "hk-cn2": ("cn2-gia", "mtr"), "hk-bgp": ("163", "mtr"), "us-cn2": ("cn2-gia", "mtr"),
+        "tyo-cn2": ("old", "event")}      # no usable round among its newest 16: its last route event
+    assert got[(AGENT, "hk-cn2")].seen_at == NOW - timedelta(minutes=10)
+    later = await detected_lines(store, pairs, NOW + timedelta(hours=1))
+    assert later[(AGENT, "us-cn2")].label == "cn2-gt"
+    assert await detected_lines(store, [], NOW) == {}

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from netprobe.agent.scheduler import ProbeScheduler
-from netprobe.config import Config, load_config
+from netprobe.config.agent import Config, load_config
 from netprobe.errors import ConfigError
 from netprobe.logs import log_event, setup_logging
+from netprobe.net.resolve import Resolver
 from netprobe.probes import ProbeContext, ProbeTarget
-from netprobe.resolve import Resolver
-from netprobe.results import ProbeResult, envelope
+from netprobe.probes.results import ProbeResult, envelope
 from netprobe.sinks.pipeline import Pipeline
 from netprobe.store import Store, open_store
 
@@ -219,7 +219,7 @@ class Agent:
 
     def _enrich(self, ctx: ProbeContext, old: Config | None) -> None:
         """GeoIP readers and line rules for mtr; databases reopened only when their paths change."""
-        from netprobe.lines import LineClassifier
+        from netprobe.net.lines import LineClassifier
 
         geo = self.config.geoip
         ctx.classifier = LineClassifier(self.config.classification)
@@ -229,7 +229,7 @@ class Agent:
             ctx.geoip.close()
         ctx.geoip = None
         if geo.asn_path or geo.city_path:
-            from netprobe.geoip import GeoIP  # geoip2 and maxminddb only when a database is configured
+            from netprobe.net.geoip import GeoIP  # geoip2 and maxminddb only when a database is configured
 
             ctx.geoip = GeoIP(geo.asn_path, geo.city_path)
 

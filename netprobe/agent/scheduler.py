@@ -15,7 +15,8 @@ from apscheduler.triggers.interval import IntervalTrigger
 from netprobe.errors import SetupError
 from netprobe.logs import FIELDS_ATTR, log_event
 from netprobe.probes import REGISTRY, ProbeContext, ProbeSettings, ProbeTarget
-from netprobe.results import ProbeResult, utc_now
+from netprobe.probes.results import ProbeResult
+from netprobe.times import utc_now
 
 log = logging.getLogger("netprobe.scheduler")
 

@@ -19,15 +19,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from netprobe.alerts import states
-from netprobe.alerts.config import AlertRule, NotifierConfig
 from netprobe.alerts.formats import Notification
 from netprobe.alerts.notify import Dispatcher
 from netprobe.alerts.states import AlertState, Transition
 from netprobe.alerts.values import Value, WindowReader
+from netprobe.config.alerts import AlertRule, NotifierConfig
 from netprobe.logs import log_event
-from netprobe.results import iso, utc_now
 from netprobe.store import Store
 from netprobe.store.engine import READ_ONLY, AsyncConnection, mapped_errors
+from netprobe.times import iso, utc_now
 
 log = logging.getLogger("netprobe.alerts")
 

@@ -20,10 +20,10 @@ from sqlalchemy import select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from netprobe.alerts.config import AlertRule
-from netprobe.results import iso
+from netprobe.config.alerts import AlertRule
 from netprobe.store.engine import AsyncConnection
 from netprobe.store.schema import alert_states
+from netprobe.times import iso
 
 State = Literal["ok", "pending", "firing"]
 Transition = Literal["firing", "resolved"]

@@ -14,9 +14,9 @@ from aiohttp import web
 from netprobe.alerts.engine import Alerting, alerting
 from netprobe.alerts.metrics import AlertsCollector
 from netprobe.collector.app import Ingest, make_app
-from netprobe.collector.config import CollectorConfig
 from netprobe.collector.metrics import CollectorMetrics
 from netprobe.collector.tokens import Tokens
+from netprobe.config.collector import CollectorConfig
 from netprobe.errors import SetupError
 from netprobe.logs import log_event
 from netprobe.sinks.pipeline import Pipeline, Sink

@@ -13,12 +13,12 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from netprobe.config_base import check_id
+from netprobe.config.base import check_id
 from netprobe.errors import UsageError
-from netprobe.results import utc_now
 from netprobe.store import Store
 from netprobe.store.engine import READ_ONLY, mapped_errors
 from netprobe.store.schema import agent_tokens
+from netprobe.times import utc_now
 
 # last_used_at is a hint for operators, not an audit log: write it at most this often per agent.
 TOUCH_EVERY = timedelta(seconds=60)

@@ -16,13 +16,13 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from netprobe.errors import SetupError, StorageError, UsageError
+from netprobe.net.resolve import Resolver
 from netprobe.probes.base import ProbeContext, ProbeTarget
 from netprobe.probes.icmp import IcmpSettings
 from netprobe.probes.mtr import MtrSettings
+from netprobe.probes.results import IcmpResult, MtrResult, SseResult, TcpResult
 from netprobe.probes.sse import SseSettings
 from netprobe.probes.tcp import TcpSettings
-from netprobe.resolve import Resolver
-from netprobe.results import IcmpResult, MtrResult, SseResult, TcpResult
 
 Source = Literal["stored", "live"]
 Method = Literal["peak", "icmp", "tcp", "none"]

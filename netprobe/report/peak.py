@@ -12,11 +12,11 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from netprobe.results import iso, utc_now
 from netprobe.stats import loss_pct
 from netprobe.store.prefix import COUNTERS, Extremes, Sums, combine, figures, quantiles
 from netprobe.store.rollups import Rollup
 from netprobe.store.store import Store
+from netprobe.times import iso, utc_now
 
 from . import data
 from .ranking import RULE, rank_rows

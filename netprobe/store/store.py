@@ -22,7 +22,6 @@ from sqlalchemy.engine import URL
 from sqlalchemy.sql.dml import Insert
 
 from netprobe.errors import StorageError
-from netprobe.results import utc_now
 from netprobe.store import events, migrate, outbox, prefix_sql
 from netprobe.store import sketch as sketches
 from netprobe.store.engine import READ_ONLY, AsyncConnection, AsyncEngine, create_engine, mapped_errors
@@ -38,6 +37,7 @@ from netprobe.store.schema import (
     targets,
 )
 from netprobe.store.urls import default_db_url, display_url, normalise_url, sqlite_path
+from netprobe.times import utc_now
 
 DEFAULT_RAW_RETENTION_DAYS = 14.0
 _HORIZON = "raw_horizon"      # store_meta key: raw rounds before this were deleted by retention

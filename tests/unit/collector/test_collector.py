@@ -18,10 +18,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from netprobe.collector.app import Ingest, make_app
-from netprobe.collector.config import CollectorConfig, parse_collector_config
 from netprobe.collector.metrics import CollectorMetrics, round_rtt_ms
 from netprobe.collector.server import Collector
 from netprobe.collector.tokens import Tokens, hash_token
+from netprobe.config.collector import CollectorConfig, parse_collector_config
 from netprobe.store import Store, open_store
 from tests.support.pg import scratch_database
 from tests.support.store import icmp_envelope

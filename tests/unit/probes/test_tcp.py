@@ -20,9 +20,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from netprobe.net.resolve import Resolver
 from netprobe.probes.base import ProbeContext, ProbeTarget
 from netprobe.probes.tcp import TcpSettings, classify_errno, connect_once, run
-from netprobe.resolve import Resolver
 
 
 @pytest.fixture
@@ -179,7 +179,7 @@ def test_unreachable_for_real_in_an_empty_namespace() -> None:
     code = ("import asyncio\n"
             "from netprobe.probes.base import ProbeContext, ProbeTarget\n"
             "from netprobe.probes.tcp import TcpSettings, run\n"
-            "from netprobe.resolve import Resolver\n"
+            "from netprobe.net.resolve import Resolver\n"
             "r = asyncio.run(run(ProbeTarget(id='t', host='198.18.0.1', port=443),\n"
             "    TcpSettings(count=2, interval=0.05, timeout=1), ProbeContext(resolver=Resolver())))\n"
             "print(r.status, r.error_kind, r.failures)\n")

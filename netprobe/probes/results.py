@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from netprobe.stats import RttStats
+from netprobe.times import iso, utc_now
 
 if TYPE_CHECKING:
     from netprobe.mtr.hops import Hop
@@ -15,15 +16,6 @@ if TYPE_CHECKING:
 # ok: the target answered (possibly with some loss); down: the probe ran and the target failed
 # (100 % loss, every connect refused); error: the probe could not run (name does not resolve, ...).
 Status = Literal["ok", "down", "error"]
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def iso(ts: datetime) -> str:
-    """UTC ISO 8601 with a Z, microseconds kept."""
-    return ts.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def new_result_id() -> str:

@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from netprobe.config.alerts import AlertRule, NotifierConfig, check_alerting
-from netprobe.config.base import Ident, StrictModel, as_tuple, check_unique
+from netprobe.config.base import HttpUrl, HttpUrlOrOff, Ident, StrictModel, as_tuple, check_unique
 from netprobe.config.durations import Duration
 from netprobe.config.loader import (
     parse_toml,
@@ -150,25 +150,17 @@ class MetricsConfig(StrictModel):
 class InfluxConfig(StrictModel):
     """[influxdb]: also write every round to an InfluxDB v2 write API; off unless `url` is set."""
 
-    url: str = Field(default="", description='e.g. "http://127.0.0.1:8086"; "": off')
+    url: HttpUrlOrOff = Field(default="", description='e.g. "http://127.0.0.1:8086"; "": off')
     org: str = Field(default="", description="organisation")
     bucket: str = Field(default="netprobe", min_length=1, description="bucket")
     token_file: str = Field(default="", description="file holding the API token (never logged)")
     token_env: str = Field(default="", description="or the environment variable holding it")
 
-    @field_validator("url")
-    @classmethod
-    def _http(cls, value: str) -> str:
-        if value and not re.match(r"^https?://[^/\s]+", value):
-            raise ValueError(f"{value!r} is not an http:// or https:// URL")
-        return value
-
-
 class UplinkConfig(StrictModel):
     """[uplink]: forward every stored round to a collector through the durable outbox; off unless `url`."""
 
-    url: str = Field(default="", description='collector base URL, e.g. "http://collector.example.net:8471"; '
-                                             '"": off')
+    url: HttpUrlOrOff = Field(default="", description='collector base URL, e.g. '
+                              '"http://collector.example.net:8471"; "": off')
     token: str = Field(default="", description="the agent's bearer token (prefer token_file)", repr=False)
     token_file: str = Field(default="", description="file holding the token (never logged)")
     token_env: str = Field(default="", description="or the environment variable holding it")
@@ -181,9 +173,7 @@ class UplinkConfig(StrictModel):
 
     @field_validator("url")
     @classmethod
-    def _http(cls, value: str) -> str:
-        if value and not re.match(r"^https?://[^/\s]+", value):
-            raise ValueError(f"{value!r} is not an http:// or https:// URL")
+    def _no_trailing_slash(cls, value: str) -> str:
         return value.rstrip("/")
 
     @model_validator(mode="after")
@@ -206,7 +196,7 @@ class TargetConfig(StrictModel):
     probes: Annotated[tuple[str, ...], BeforeValidator(as_tuple)] = Field(
         min_length=1, description="probes run against this target")
     tcp_port: int = Field(default=443, ge=1, le=65535, description="port of the tcp probe")
-    sse_url: str | None = Field(default=None, description="URL of the sse probe")
+    sse_url: HttpUrl | None = Field(default=None, description="URL of the sse probe")
     family: Literal["any", "ipv4", "ipv6"] = Field(default="any", description="address family to use")
     enabled: bool = Field(default=True, description="false keeps the target configured but unprobed")
 
@@ -223,13 +213,6 @@ class TargetConfig(StrictModel):
         # Per-item errors (unknown probe names) are reported by Config with their index.
         if len(set(value)) != len(value):
             raise ValueError("a probe is listed twice")
-        return value
-
-    @field_validator("sse_url")
-    @classmethod
-    def _sse_url(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^https?://[^/\s]+", value):
-            raise ValueError(f"{value!r} is not an http:// or https:// URL")
         return value
 
     @model_validator(mode="after")

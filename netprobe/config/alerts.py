@@ -18,7 +18,7 @@ from pydantic import (
     field_validator,
 )
 
-from netprobe.config.base import Ident, StrictModel, as_tuple, check_unique
+from netprobe.config.base import Ident, StrictModel, as_tuple, check_unique, is_http_url
 from netprobe.config.durations import Duration
 from netprobe.config.loader import validate_model
 from netprobe.config.secrets import read_secret
@@ -125,7 +125,7 @@ class NotifierConfig(StrictModel):
             return value
         if not value:
             raise ValueError(f"required for kind {kind!r}")
-        if not re.match(r"^https?://[^/\s]+", value):
+        if not is_http_url(value):
             raise ValueError("is not an http:// or https:// URL")   # the value may hold a bot token
         return value
 

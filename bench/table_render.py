@@ -21,8 +21,8 @@ sys.path.insert(0, str(ROOT))
 
 from rich.console import Console  # noqa: E402
 
-from netprobe.budget.table import print_budget  # noqa: E402
 from netprobe.budget.compute import BudgetParams  # noqa: E402
+from netprobe.budget.table import print_budget  # noqa: E402
 from netprobe.report.render_table import print_table  # noqa: E402
 from tests.support.tables import budget, fleet, rich_print_budget, rich_print_table  # noqa: E402
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from netprobe.config.agent import InfluxConfig, LogConfig
 from netprobe.config.collector import (
     CollectorConfig,
     CollectorSection,
@@ -25,7 +26,6 @@ from netprobe.config.collector import (
     load_collector_config,
     parse_collector_config,
 )
-from netprobe.config.agent import InfluxConfig, LogConfig
 from netprobe.errors import ConfigError
 from netprobe.times import utc_now
 from tests.support.pg import scratch_database

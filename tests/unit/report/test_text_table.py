@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.style import Style
 from rich.text import Text
 
-from netprobe.budget.table import print_budget
 from netprobe.budget.compute import BudgetParams
+from netprobe.budget.table import print_budget
 from netprobe.report.peak import PeakReport
 from netprobe.report.render_table import print_table, table
 from netprobe.report.text_table import TextTable

@@ -80,14 +80,11 @@ class StorageConfig(StrictModel):
     def _sqlalchemy_url(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        from sqlalchemy.engine import make_url
-        from sqlalchemy.exc import ArgumentError
+        from netprobe.store.urls import is_url  # SQLAlchemy is loaded only for a configured URL
 
-        try:
-            make_url(value)
-        except (ArgumentError, ValueError):  # ValueError: a port that is not a number
+        if not is_url(value):
             raise ValueError(f"{_redact_url(value)!r} is not a SQLAlchemy URL "
-                             "(e.g. sqlite:////var/lib/netprobe/netprobe.db)") from None
+                             "(e.g. sqlite:////var/lib/netprobe/netprobe.db)")
         return value
 
 

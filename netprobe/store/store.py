@@ -210,6 +210,7 @@ def _stamp(conn: AsyncConnection) -> Callable[[datetime], str]:
             return fast
     return process
 
+_PING = text("SELECT 1")
 _READ_HORIZON = select(store_meta.c.value).where(store_meta.c.key == _HORIZON)   # built once: every write
 REFS_REFRESH_S = 60.0      # an unchanged agent/target row is rewritten (last_seen) at most this often
 _LOCK_TARGETS = (select(targets.c.id).where(targets.c.id.in_(bindparam("ids", expanding=True)))
@@ -588,6 +589,11 @@ class Store:
                                                targets, hours_of_day)
 
     # -- reading ----------------------------------------------------------------------------------
+    async def ping(self) -> None:
+        """A round trip to the database (a health check); StorageError when it does not answer."""
+        async with self._read("checking") as conn:
+            await conn.execute(_PING)
+
     async def hourly(self, agent_id: str | None, target_id: str | None, probe: str | None,
                      start: datetime, end: datetime) -> list[HourRow]:
         """Hour rows overlapping [start, end), oldest first; None for an id means every one."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 from collections.abc import Callable, Coroutine
 from contextlib import AsyncExitStack
 from typing import Any, Protocol
@@ -50,3 +51,22 @@ class Alongside:
     async def wait(self) -> None:
         if self._task is not None:
             await self._task
+
+
+class Signals:
+    """Signal handlers for the life of a stack. Made first, it removes them last: a second SIGTERM
+    while stopping must not kill the process mid-drain. Handlers are installed with `on`."""
+
+    def __init__(self, stack: AsyncExitStack) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._installed: list[signal.Signals] = []
+        stack.callback(self._remove)
+
+    def on(self, handler: Callable[[], object], *signals: signal.Signals) -> None:
+        for sig in signals:
+            self._loop.add_signal_handler(sig, handler)
+            self._installed.append(sig)
+
+    def _remove(self) -> None:
+        for sig in self._installed:
+            self._loop.remove_signal_handler(sig)

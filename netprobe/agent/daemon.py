@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from netprobe.agent.scheduler import ProbeScheduler
 from netprobe.config.agent import Config, load_config
 from netprobe.errors import ConfigError
-from netprobe.lifecycle import Alongside, background, closing
+from netprobe.lifecycle import Alongside, Signals, background, closing
 from netprobe.logs import log_event, setup_logging
 from netprobe.net.resolve import Resolver
 from netprobe.probes import ProbeContext, ProbeTarget
@@ -119,13 +119,7 @@ class Agent:
         """Start everything onto `stack`, whose unwinding is the SIGTERM drain: the ICMP socket
         checked, the store, uplink, exporter and pipeline opened, probes scheduled, upkeep and alerts."""
         cfg = self.config
-        loop = asyncio.get_running_loop()
-
-        def remove_handlers() -> None:
-            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-                loop.remove_signal_handler(sig)
-
-        stack.callback(remove_handlers)  # last: a second SIGTERM while draining must not kill the agent
+        signals = Signals(stack)
         extra_sinks = self._extra_sinks()  # a missing token file fails here, before the store opens
         # Uplink and alerting (aiohttp client, tenacity, notifiers) are imported only when configured:
         # a daemon keeps every module it imported in memory for good.
@@ -179,9 +173,8 @@ class Agent:
             closing(stack, uplink, FINAL_UPLOAD)      # after the pipeline has flushed into the outbox
         scheduler = ProbeScheduler(ctx, on_result)
         scheduler.set_jobs(jobs)
-        loop.add_signal_handler(signal.SIGTERM, self.stop_event.set)
-        loop.add_signal_handler(signal.SIGINT, self.stop_event.set)
-        loop.add_signal_handler(signal.SIGHUP, lambda: self._reload(scheduler, ctx))
+        signals.on(self.stop_event.set, signal.SIGTERM, signal.SIGINT)
+        signals.on(lambda: self._reload(scheduler, ctx), signal.SIGHUP)
         await stack.enter_async_context(pipeline.running(FLUSH_GRACE))
         scheduler.start()
         closing(stack, scheduler, DRAIN_GRACE)        # rounds in flight finish before the sinks flush

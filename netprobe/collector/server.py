@@ -18,7 +18,7 @@ from netprobe.collector.metrics import CollectorMetrics
 from netprobe.collector.tokens import Tokens
 from netprobe.config.collector import CollectorConfig
 from netprobe.errors import SetupError
-from netprobe.lifecycle import background, closing
+from netprobe.lifecycle import Signals, background, closing
 from netprobe.logs import log_event
 from netprobe.sinks.pipeline import Pipeline, Sink
 from netprobe.store import Store, open_store
@@ -121,30 +121,23 @@ class Collector:
 
 async def run(config: CollectorConfig, stop: asyncio.Event | None = None) -> int:
     """Serve until SIGTERM/SIGINT (or `stop`); returns the exit status (0)."""
-    loop = asyncio.get_running_loop()
     stop = stop if stop is not None else asyncio.Event()
-    # handlers first: a signal arriving once "listening" is logged must still stop us cleanly
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     t0 = time.monotonic()
-    try:
-        collector = Collector(config)
+    collector = Collector(config)
+    async with AsyncExitStack() as stack:
+        # handlers first: a signal arriving once "listening" is logged must still stop us cleanly
+        Signals(stack).on(stop.set, signal.SIGTERM, signal.SIGINT)
         await collector.start()
-        try:
-            assert collector.store is not None
-            for host, port in collector.addresses:
-                log_event(log, "info", "collector listening", url=_url(host, port),
-                          db=collector.store.display_url, influxdb=config.influxdb.url or "off")
-            await stop.wait()
-            log_event(log, "info", "collector stopping", grace_s=config.collector.grace)
-            t0 = time.monotonic()
-        finally:
-            await collector.stop()
-        extra: dict[str, Any] = {}
-        if collector.pipeline is not None:
-            extra["influx_dropped"] = sum(collector.pipeline.dropped.values())
-        log_event(log, "info", "collector stopped", stop_s=round(time.monotonic() - t0, 3), **extra)
-        return 0
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
+        stack.push_async_callback(collector.stop)
+        assert collector.store is not None
+        for host, port in collector.addresses:
+            log_event(log, "info", "collector listening", url=_url(host, port),
+                      db=collector.store.display_url, influxdb=config.influxdb.url or "off")
+        await stop.wait()
+        log_event(log, "info", "collector stopping", grace_s=config.collector.grace)
+        t0 = time.monotonic()
+    extra: dict[str, Any] = {}
+    if collector.pipeline is not None:
+        extra["influx_dropped"] = sum(collector.pipeline.dropped.values())
+    log_event(log, "info", "collector stopped", stop_s=round(time.monotonic() - t0, 3), **extra)
+    return 0

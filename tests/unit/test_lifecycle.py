@@ -4,11 +4,13 @@ reverse order of its start, each within its grace; a close run alongside overlap
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from contextlib import AsyncExitStack
 
 import pytest
 
-from netprobe.lifecycle import Alongside, background, closing
+from netprobe.lifecycle import Alongside, Signals, background, closing
 
 
 class Service:
@@ -79,3 +81,20 @@ async def test_alongside_that_never_began_is_not_waited_for() -> None:
     alongside = Alongside(lambda: alerts.close(0.5))
     await alongside.wait()
     assert alerts.grace is None
+
+
+async def test_signal_handlers_last_the_whole_stack_and_are_removed_last() -> None:
+    loop = asyncio.get_running_loop()
+    got = asyncio.Event()
+    log: list[str] = []
+    async with AsyncExitStack() as stack:
+        Signals(stack).on(got.set, signal.SIGUSR1)
+
+        def still_installed() -> None:
+            log.append("installed" if signal.getsignal(signal.SIGUSR1) is not signal.SIG_DFL else "removed")
+
+        stack.callback(still_installed)           # runs on the way out, before the handlers go
+        os.kill(os.getpid(), signal.SIGUSR1)
+        await asyncio.wait_for(got.wait(), 5)
+    assert log == ["installed"]
+    assert loop.remove_signal_handler(signal.SIGUSR1) is False   # nothing left installed

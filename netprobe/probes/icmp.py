@@ -6,12 +6,11 @@ import time
 
 from pydantic import Field
 
-from netprobe.config.durations import Duration
-from netprobe.net.pacing import DEFAULT_MAX_RATE
+from netprobe.durations import Duration
+from netprobe.pacing import DEFAULT_MAX_RATE
 from netprobe.probes.base import ProbeContext, ProbeSpec, ProbeTarget, RoundSettings
-from netprobe.probes.results import IcmpResult
+from netprobe.results import IcmpResult, utc_now
 from netprobe.stats import jitter, loss_pct, rtt_stats
-from netprobe.times import utc_now
 
 
 class IcmpSettings(RoundSettings):
@@ -48,4 +47,4 @@ async def run(target: ProbeTarget, settings: IcmpSettings, ctx: ProbeContext) ->
     )
 
 
-SPEC = ProbeSpec(name="icmp", settings_model=IcmpSettings, run=run)
+SPEC = ProbeSpec(name="icmp", settings_model=IcmpSettings, run=run, result_type=IcmpResult)

@@ -19,11 +19,10 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
-from netprobe.config.durations import Duration
+from netprobe.durations import Duration
 from netprobe.probes.base import ProbeContext, ProbeSpec, ProbeTarget, RoundSettings
-from netprobe.probes.results import TcpFailure, TcpResult
+from netprobe.results import TcpFailure, TcpResult, utc_now
 from netprobe.stats import jitter, loss_pct, rtt_stats
-from netprobe.times import utc_now
 
 
 class TcpSettings(RoundSettings):
@@ -188,4 +187,4 @@ def _finish(res: TcpResult, t0: float) -> TcpResult:
     return res
 
 
-SPEC = ProbeSpec(name="tcp", settings_model=TcpSettings, run=run)
+SPEC = ProbeSpec(name="tcp", settings_model=TcpSettings, run=run, result_type=TcpResult)

@@ -19,7 +19,7 @@ import time
 from collections import deque
 from typing import Any
 
-from netprobe.net import rxstamp
+from netprobe import rxstamp
 
 
 class KernelStamps:

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from netprobe.config.agent import (
+from netprobe.alerts.config import AlertRule, NotifierConfig
+from netprobe.config import (
     AgentConfig,
     GeoIPConfig,
     LogConfig,
@@ -19,9 +20,8 @@ from netprobe.config.agent import (
     TargetConfig,
     load_config,
 )
-from netprobe.config.alerts import AlertRule, NotifierConfig
 from netprobe.lab.spec import load_spec
-from netprobe.net.lines import ClassificationConfig, LineRule, PrefixEntry
+from netprobe.lines import ClassificationConfig, LineRule, PrefixEntry
 from netprobe.probes import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[3]

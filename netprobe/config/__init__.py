@@ -1,1 +1,0 @@
-"""Configuration: TOML files to frozen, validated models (agent, collector, the sections they share)."""

@@ -276,7 +276,7 @@ def _pctl(sorted_values: list[float], q: float) -> float:
 def user_path(args: Any) -> int:
     from netprobe.lab import api as lab
     from netprobe.lab.awake import keep_awake
-    from netprobe.pacing import DEFAULT_MAX_RATE
+    from netprobe.net.pacing import DEFAULT_MAX_RATE
 
     n, count = args.targets, args.count
     fping_interval_ms = min(1.0, 1000.0 / n)

@@ -55,7 +55,7 @@ def write_hourly(path: Path, args: argparse.Namespace) -> dict[str, int]:
     its own hourly rollup row (the issue's 90 days × 100 targets × 2 agents is --results 432000)."""
     from ingest import _icmp, _Pair
 
-    from netprobe.results import envelope, new_result_id
+    from netprobe.probes.results import envelope, new_result_id
 
     rng = random.Random(args.seed)
     hours = -(-args.results // (args.agents * args.targets))

@@ -5,7 +5,7 @@
 Creates a scratch database on the PostgreSQL server (--pg; dropped afterwards), issues one token per
 agent, starts `netprobe collector run` on 127.0.0.1 (--collectors N: N processes on the same database,
 requests dealt round-robin), and uploads pre-built gzip batches (level 5 JSON, as the agent's uplink
-sends them) from --clients concurrent connections. The envelopes are real ones (netprobe.results
+sends them) from --clients concurrent connections. The envelopes are real ones (netprobe.probes.results
 records): --agents × --targets on the agent's default-like schedule, icmp every 60 s (20 echoes),
 tcp every 5 min (5 connects), mtr every 15 min (10 cycles, ~10 hops, a route that sometimes flips),
 about 79 % icmp, 16 % tcp, 5 % mtr, so each batch spans about an hour of one agent's rounds and the
@@ -90,7 +90,7 @@ class _Pair:
 
 
 def _icmp(rng: random.Random, pair: _Pair, started: datetime) -> Any:
-    from netprobe.results import IcmpResult
+    from netprobe.probes.results import IcmpResult
     from netprobe.stats import jitter, loss_pct, rtt_stats
 
     samples = _samples(rng, 20, pair.base, pair.loss)
@@ -102,7 +102,7 @@ def _icmp(rng: random.Random, pair: _Pair, started: datetime) -> Any:
 
 
 def _tcp(rng: random.Random, pair: _Pair, started: datetime) -> Any:
-    from netprobe.results import TcpResult
+    from netprobe.probes.results import TcpResult
     from netprobe.stats import jitter, loss_pct, rtt_stats
 
     samples = _samples(rng, 5, pair.base, pair.loss / 2)
@@ -116,7 +116,7 @@ def _tcp(rng: random.Random, pair: _Pair, started: datetime) -> Any:
 
 def _mtr(rng: random.Random, pair: _Pair, started: datetime, classifier: Any) -> Any:
     from netprobe.mtr.hops import Hop, flag_rate_limited, label_path
-    from netprobe.results import MtrResult
+    from netprobe.probes.results import MtrResult
     from netprobe.stats import jitter, rtt_stats
 
     addresses = pair.paths[1 if rng.random() < FLIP else 0]
@@ -145,8 +145,8 @@ def _mtr(rng: random.Random, pair: _Pair, started: datetime, classifier: Any) ->
 def agent_rounds(rng: random.Random, index: int, n: int, n_targets: int,
                  start: datetime) -> list[dict[str, Any]]:
     """`n` envelopes of one agent, in time order, every target on the schedule from `start`."""
-    from netprobe.lines import LineClassifier
-    from netprobe.results import envelope, new_result_id
+    from netprobe.net.lines import LineClassifier
+    from netprobe.probes.results import envelope, new_result_id
 
     region, isp = REGIONS[index % len(REGIONS)]
     agent = {"id": f"bench-{index:03d}", "region": region, "isp": isp, "timezone": "Asia/Shanghai"}

@@ -417,8 +417,8 @@ def load_sqlite(path: Path, fleet: Fleet, pools: Pools, seed: int, batch_rows: i
 
 async def write_mtr_rounds(url: str, fleet: Fleet, rounds: int, seed: int) -> int:
     """`rounds` mtr traces per route in the last hour, through Store.write (path events, detected line)."""
-    from netprobe.lines import LineClassifier
-    from netprobe.results import envelope, new_result_id
+    from netprobe.net.lines import LineClassifier
+    from netprobe.probes.results import envelope, new_result_id
     from netprobe.store import open_store
 
     if rounds < 1:

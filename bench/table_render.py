@@ -1,5 +1,5 @@
 """CPU time of printing the report and budget tables of a fleet (default 10 agents × 100 targets =
-1,000 rows): netprobe.text_table against the rich Table code it replaced (tests/support/tables.py).
+1,000 rows): netprobe.report.text_table against the rich Table code it replaced (tests/support/tables.py).
 Rows are made up directly, no store; output to a 240-column file console (as piped or --out) and to a
 colour terminal console. The plain text of both is checked to be the same.
 
@@ -21,8 +21,8 @@ sys.path.insert(0, str(ROOT))
 
 from rich.console import Console  # noqa: E402
 
-from netprobe.budget.cli import print_budget  # noqa: E402
 from netprobe.budget.compute import BudgetParams  # noqa: E402
+from netprobe.budget.table import print_budget  # noqa: E402
 from netprobe.report.render_table import print_table  # noqa: E402
 from tests.support.tables import budget, fleet, rich_print_budget, rich_print_table  # noqa: E402
 

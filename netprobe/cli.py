@@ -14,10 +14,10 @@ HELP = "Route-quality monitor for LLM inference served across borders."
 
 # name → (module, attribute, help; None for a single command rather than a group)
 _COMMANDS: dict[str, tuple[str, str, str | None]] = {
-    "probe": ("netprobe.probe_cli", "app", "Run one probe now and print what it measured."),
+    "probe": ("netprobe.probes.cli", "app", "Run one probe now and print what it measured."),
     "agent": ("netprobe.agent.cli", "app", "Run the scheduled agent."),
     "collector": ("netprobe.collector.cli", "app", "Run the central collector; manage agent tokens."),
-    "config": ("netprobe.config_cli", "app", "Validate configuration files."),
+    "config": ("netprobe.config.cli", "app", "Validate configuration files."),
     "db": ("netprobe.store.cli", "app", "Database maintenance."),
     "lab": ("netprobe.lab.cli", "app", "Emulated routes for demos and tests (root)."),
     "alerts": ("netprobe.alerts.cli", "app", "Alert notifiers: send a test message through each."),
@@ -25,7 +25,7 @@ _COMMANDS: dict[str, tuple[str, str, str | None]] = {
     "budget": ("netprobe.budget.cli", "budget", None),
     "demo": ("netprobe.demo.cli", "demo", None),
     "diagnose": ("netprobe.diagnose.cli", "diagnose", None),
-    "target": ("netprobe.target.cli", "target", None),  # `netprobe target --listen …`
+    "target": ("netprobe.farend.cli", "target", None),  # `netprobe target --listen …`
 }
 
 

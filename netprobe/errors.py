@@ -37,5 +37,14 @@ class StorageError(NetprobeError):
     """The database could not be opened, migrated or written."""
 
 
+class RefusedValueError(StorageError):
+    """The database refused a value (too long for its column, out of range, …): retrying the same
+    write cannot succeed. `detail` is the database's first line about it."""
+
+    def __init__(self, message: str, detail: str) -> None:
+        super().__init__(message)
+        self.detail = detail
+
+
 class LabError(NetprobeError):
     """The lab could not be built or changed."""

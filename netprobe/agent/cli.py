@@ -23,7 +23,7 @@ def run(
 ) -> None:
     """Probe every configured target on schedule and store the rounds (SIGTERM drains and flushes)."""
     from netprobe.agent.daemon import Agent  # lazily: keeps every other command's start-up light
-    from netprobe.config import load_config
+    from netprobe.config.agent import load_config
     from netprobe.logs import setup_logging
 
     cfg = load_config(config)
@@ -34,7 +34,7 @@ def run(
 
 
 async def _run(agent: Agent, summary: bool) -> int:
-    from netprobe.results import utc_now
+    from netprobe.times import utc_now
 
     started = utc_now()
     code = await agent.run()

@@ -3,23 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import logging
 import signal
 import time
 from collections.abc import Mapping
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from netprobe.agent.scheduler import ProbeScheduler
-from netprobe.config import Config, load_config
+from netprobe.config.agent import Config, load_config
 from netprobe.errors import ConfigError
+from netprobe.lifecycle import Alongside, Signals, background, closing
 from netprobe.logs import log_event, setup_logging
+from netprobe.net.resolve import Resolver
 from netprobe.probes import ProbeContext, ProbeTarget
-from netprobe.resolve import Resolver
-from netprobe.results import ProbeResult, envelope
+from netprobe.probes.results import ProbeResult, envelope
 from netprobe.sinks.pipeline import Pipeline
 from netprobe.store import Store, open_store
+from netprobe.store.upkeep import upkeep_loop
 
 if TYPE_CHECKING:
     from netprobe.agent.uplink import Uplink
@@ -31,7 +35,6 @@ DRAIN_GRACE = 2.0   # running rounds get this long to finish on SIGTERM …
 FLUSH_GRACE = 1.5   # … the sinks this long to flush …
 FINAL_UPLOAD = 1.0  # … and the uplink one attempt this long: together well inside 5 s
 ALERTS_GRACE = 0.5  # alerts stop and flush notifications alongside the drain, never longer
-RETENTION_EVERY = 3600.0
 # Rounds are written to the store (and its outbox) in one transaction this often, or at 500 queued.
 # A SQLite write costs ~10 ms of CPU whatever its size (about 70 driver-thread round trips) plus
 # ~0.3 ms a round: at 50 targets, once a second was ~1 % of a core, every 5 s is a fifth of that.
@@ -98,7 +101,25 @@ class Agent:
         return [(t.to_probe_target(), probe, settings) for t, probe, settings in self.config.jobs()]
 
     async def run(self) -> int:
+        async with AsyncExitStack() as stack:
+            scheduler, pipeline = await self._start(stack)
+            try:
+                async with asyncio.timeout(self.duration):
+                    await self.stop_event.wait()
+            except TimeoutError:
+                pass
+            t0 = time.monotonic()
+        # the stack has unwound: probes drained, sinks flushed, the last upload tried, everything closed
+        log_event(log, "info", "agent stopped", rounds=self.rounds, cancelled_rounds=scheduler.cancelled,
+                  skipped_runs=scheduler.skipped, dropped=sum(pipeline.dropped.values()),
+                  stop_s=round(time.monotonic() - t0, 3))
+        return 0
+
+    async def _start(self, stack: AsyncExitStack) -> tuple[ProbeScheduler, Pipeline]:
+        """Start everything onto `stack`, whose unwinding is the SIGTERM drain: the ICMP socket
+        checked, the store, uplink, exporter and pipeline opened, probes scheduled, upkeep and alerts."""
         cfg = self.config
+        signals = Signals(stack)
         extra_sinks = self._extra_sinks()  # a missing token file fails here, before the store opens
         # Uplink and alerting (aiohttp client, tenacity, notifiers) are imported only when configured:
         # a daemon keeps every module it imported in memory for good.
@@ -112,15 +133,22 @@ class Agent:
             from netprobe.alerts.engine import alerting
 
             alerts = alerting(cfg.alerts, cfg.notifiers, agent_id=cfg.agent.id)  # reads notifier secrets
-        self.store = await open_store(self.db_url)
+        self.store = store = await open_store(self.db_url)
+        stack.push_async_callback(store.close)
+        ctx = ProbeContext(resolver=Resolver(refresh=cfg.resolver.refresh), icmp_max_rate=cfg.icmp_max_rate())
+        stack.push_async_callback(ctx.close)
+        self._enrich(ctx, None)
+        # Alerts stop alongside the drain (their grace overlaps it), and are done before the store closes.
+        stop_alerts: Alongside | None = None
+        if alerts is not None:
+            stop_alerts = Alongside(functools.partial(alerts.close, ALERTS_GRACE))
+            stack.push_async_callback(stop_alerts.wait)
         uplink: Uplink | None = None
         if uplink_token is not None:
             from netprobe.agent.uplink import Uplink
 
-            uplink = Uplink(self.store, cfg.uplink, uplink_token)
-        ctx = ProbeContext(resolver=Resolver(refresh=cfg.resolver.refresh), icmp_max_rate=cfg.icmp_max_rate())
-        self._enrich(ctx, None)
-        pipeline = Pipeline([StoreSink(self.store, uplink), *extra_sinks], flush_every=STORE_FLUSH_EVERY)
+            uplink = Uplink(store, cfg.uplink, uplink_token)
+        pipeline = Pipeline([StoreSink(store, uplink), *extra_sinks], flush_every=STORE_FLUSH_EVERY)
         agent_env = cfg.agent_envelope()
 
         def on_result(target: ProbeTarget, result: ProbeResult) -> None:
@@ -135,60 +163,32 @@ class Agent:
         icmp_socket = "-"
         if any(probe == "icmp" for _, probe, _ in jobs):
             engine = ctx.icmp_engine()
-            try:
-                engine.open_default()  # fail fast (exit 2) when ICMP sockets are not permitted
-            except BaseException:
-                await self.store.close()
-                raise
+            engine.open_default()  # fail fast (exit 2) when ICMP sockets are not permitted
             icmp_socket = engine.socket_kind()
-        try:
-            metrics, exporter = await self._exporter(pipeline, uplink, alerts)
-            if uplink is not None:
-                await uplink.start()
-        except BaseException:
-            await self.store.close()
-            raise
+        metrics, exporter = await self._exporter(pipeline, uplink, alerts)
+        if exporter is not None:
+            stack.push_async_callback(exporter.cleanup)
+        if uplink is not None:
+            await uplink.start()
+            closing(stack, uplink, FINAL_UPLOAD)      # after the pipeline has flushed into the outbox
         scheduler = ProbeScheduler(ctx, on_result)
         scheduler.set_jobs(jobs)
-        loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGTERM, self.stop_event.set)
-        loop.add_signal_handler(signal.SIGINT, self.stop_event.set)
-        loop.add_signal_handler(signal.SIGHUP, lambda: self._reload(scheduler, ctx))
-        pipeline.start()
+        signals.on(self.stop_event.set, signal.SIGTERM, signal.SIGINT)
+        signals.on(lambda: self._reload(scheduler, ctx), signal.SIGHUP)
+        await stack.enter_async_context(pipeline.running(FLUSH_GRACE))
         scheduler.start()
-        retention = asyncio.create_task(self._retention_loop())
-        if alerts is not None:
-            alerts.start(self.store)
+        closing(stack, scheduler, DRAIN_GRACE)        # rounds in flight finish before the sinks flush
+        background(stack, upkeep_loop(store, lambda: self.config.storage.retention, log), "agent:upkeep")
+        if alerts is not None and stop_alerts is not None:
+            alerts.start(store)
+            stack.callback(stop_alerts.begin)
         # Start-up's objects (modules, config, schema) live as long as the process: out of the
         # collector's sight, a full collection walks what the rounds create, not ~100,000 more.
         gc.collect()
         gc.freeze()
         log_event(log, "info", "agent started", agent=agent_env["id"], jobs=len(jobs),
-                  db=self.store.display_url, icmp_socket=icmp_socket)
-        try:
-            async with asyncio.timeout(self.duration):
-                await self.stop_event.wait()
-        except TimeoutError:
-            pass
-        t0 = time.monotonic()
-        retention.cancel()
-        alerts_stop = asyncio.create_task(alerts.close(ALERTS_GRACE)) if alerts is not None else None
-        cancelled = await scheduler.drain(DRAIN_GRACE)
-        await pipeline.close(FLUSH_GRACE)
-        if uplink is not None:
-            await uplink.close(FINAL_UPLOAD)
-        if alerts_stop is not None:
-            await alerts_stop
-        await self.store.close()
-        await ctx.close()
-        if exporter is not None:
-            await exporter.cleanup()
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            loop.remove_signal_handler(sig)
-        log_event(log, "info", "agent stopped", rounds=self.rounds, cancelled_rounds=cancelled,
-                  skipped_runs=scheduler.skipped, dropped=sum(pipeline.dropped.values()),
-                  stop_s=round(time.monotonic() - t0, 3))
-        return 0
+                  db=store.display_url, icmp_socket=icmp_socket)
+        return scheduler, pipeline
 
     def _extra_sinks(self) -> list[Any]:
         from netprobe.sinks.influx import influx_sinks
@@ -219,7 +219,7 @@ class Agent:
 
     def _enrich(self, ctx: ProbeContext, old: Config | None) -> None:
         """GeoIP readers and line rules for mtr; databases reopened only when their paths change."""
-        from netprobe.lines import LineClassifier
+        from netprobe.net.lines import LineClassifier
 
         geo = self.config.geoip
         ctx.classifier = LineClassifier(self.config.classification)
@@ -229,7 +229,7 @@ class Agent:
             ctx.geoip.close()
         ctx.geoip = None
         if geo.asn_path or geo.city_path:
-            from netprobe.geoip import GeoIP  # geoip2 and maxminddb only when a database is configured
+            from netprobe.net.geoip import GeoIP  # geoip2 and maxminddb only when a database is configured
 
             ctx.geoip = GeoIP(geo.asn_path, geo.city_path)
 
@@ -254,17 +254,3 @@ class Agent:
         jobs = self._jobs()
         scheduler.set_jobs(jobs)
         log_event(log, "info", "configuration reloaded", jobs=len(jobs))
-
-    async def _retention_loop(self) -> None:
-        assert self.store is not None
-        while True:
-            try:
-                removed = await self.store.enforce_retention(self.config.storage.retention / 86400.0)
-                if removed:
-                    log_event(log, "info", "retention", removed_rounds=removed)
-                folded = await self.store.fold_rollups()     # the reports' prefix rollups
-                if folded.rows:
-                    log_event(log, "info", "rollups folded", series=folded.series, rows=folded.rows)
-            except Exception as exc:  # a failed cleanup is retried next hour; probing goes on
-                log_event(log, "error", "retention failed", error=str(exc))
-            await asyncio.sleep(RETENTION_EVERY)

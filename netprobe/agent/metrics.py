@@ -23,33 +23,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from netprobe.probes.base import ProbeTarget
-from netprobe.results import ProbeResult
+from netprobe.probes.results import ProbeResult
+from netprobe.sinks.metrics import SinkCollector, SinkStats
 
 # 1 ms … 1 s: the span of a route's RTT (loopback to trans-Pacific 163 at peak), denser where lines differ
 RTT_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.1, 0.13, 0.16, 0.2, 0.25,
                0.3, 0.4, 0.5, 0.75, 1.0)
 LABELS = ("target", "probe", "datacenter", "line")
-
-
-class _SinkCollector(Collector):
-    """Queue depth and counters of the result sinks, read when scraped."""
-
-    def __init__(self, stats: Callable[[], Mapping[str, Mapping[str, int]]]) -> None:
-        self._stats = stats
-
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        stats = self._stats()
-        depth = GaugeMetricFamily("netprobe_sink_queue_depth", "Results queued for a sink", labels=["sink"])
-        dropped = CounterMetricFamily("netprobe_sink_dropped", "Results dropped by a full sink queue",
-                                      labels=["sink"])
-        errors = CounterMetricFamily("netprobe_sink_errors", "Failed sink writes (retried)", labels=["sink"])
-        written = CounterMetricFamily("netprobe_sink_written", "Results written by a sink", labels=["sink"])
-        for sink, s in sorted(stats.items()):
-            depth.add_metric([sink], s.get("queued", 0))
-            dropped.add_metric([sink], s.get("dropped", 0))
-            errors.add_metric([sink], s.get("failures", 0))
-            written.add_metric([sink], s.get("written", 0))
-        yield from (depth, dropped, errors, written)
 
 
 class _UplinkCollector(Collector):
@@ -82,7 +62,7 @@ class _UplinkCollector(Collector):
 
 
 class Metrics:
-    def __init__(self, sink_stats: Callable[[], Mapping[str, Mapping[str, int]]] | None = None,
+    def __init__(self, sink_stats: SinkStats | None = None,
                  uplink_stats: Callable[[], Any] | None = None) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
@@ -99,7 +79,7 @@ class Metrics:
         self.last = Gauge("netprobe_last_round_timestamp_seconds", "Unix time the last round started",
                           LABELS, registry=r)
         if sink_stats is not None:
-            r.register(_SinkCollector(sink_stats))
+            r.register(SinkCollector(sink_stats, "netprobe_"))
         if uplink_stats is not None:
             r.register(_UplinkCollector(uplink_stats))
 

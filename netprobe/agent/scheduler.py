@@ -15,7 +15,8 @@ from apscheduler.triggers.interval import IntervalTrigger
 from netprobe.errors import SetupError
 from netprobe.logs import FIELDS_ATTR, log_event
 from netprobe.probes import REGISTRY, ProbeContext, ProbeSettings, ProbeTarget
-from netprobe.results import ProbeResult, utc_now
+from netprobe.probes.results import ProbeResult
+from netprobe.times import utc_now
 
 log = logging.getLogger("netprobe.scheduler")
 
@@ -44,6 +45,7 @@ class ProbeScheduler:
         })
         self._inflight: set[asyncio.Task[None]] = set()
         self.skipped = 0
+        self.cancelled = 0   # rounds the last drain cancelled
         self._draining = False
         self._sched.add_listener(self._on_missed, mask=EVENT_JOB_MAX_INSTANCES)
 
@@ -105,6 +107,10 @@ class ProbeScheduler:
         self.skipped += 1
         job_id = getattr(event, "job_id", "?")
         log_event(log, "warning", "previous round still running; skipped", job=job_id)
+
+    async def close(self, timeout: float) -> None:
+        """drain() as a service stops (netprobe.lifecycle); the count it returns stays in `cancelled`."""
+        self.cancelled = await self.drain(timeout)
 
     async def drain(self, grace: float) -> int:
         """Stop scheduling; wait up to `grace` s for running rounds, then cancel them. Returns cancelled.

@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from netprobe.config import Config
+from netprobe.config.agent import Config
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import open_store
 

@@ -28,12 +28,12 @@ from tenacity import (
 )
 
 from netprobe import __version__
-from netprobe.config import UplinkConfig
+from netprobe.config.agent import UplinkConfig
+from netprobe.config.secrets import read_secret
 from netprobe.logs import log_event
-from netprobe.results import utc_now
-from netprobe.secrets import read_secret
 from netprobe.store import Store
 from netprobe.store.outbox import OutboxEntry
+from netprobe.times import utc_now
 
 log = logging.getLogger("netprobe.uplink")
 

@@ -22,18 +22,18 @@ def test(config: Path = typer.Option(..., "--config", help="agent or collector c
     """Send one test message (a firing alert named netprobe-test) through each configured notifier and
     print OK or the error per notifier; exit 1 if any failed, 2 on a bad configuration."""
     # lazily: pydantic, aiohttp and the config models are slow to import for every `netprobe` command
-    from netprobe.alerts.config import AlertRule
     from netprobe.alerts.formats import Notification
     from netprobe.alerts.notify import Dispatcher
-    from netprobe.config_cli import _is_collector
-    from netprobe.results import utc_now
+    from netprobe.config.alerts import AlertRule
+    from netprobe.config.loader import is_collector_file
+    from netprobe.times import utc_now
 
-    if _is_collector(config):
-        from netprobe.collector.config import load_collector_config
+    if is_collector_file(config):
+        from netprobe.config.collector import load_collector_config
 
         notifiers, source = load_collector_config(config).notifiers, "collector"
     else:
-        from netprobe.config import load_config
+        from netprobe.config.agent import load_config
 
         agent_cfg = load_config(config)
         notifiers, source = agent_cfg.notifiers, agent_cfg.agent.id

@@ -11,23 +11,22 @@ several collectors on one PostgreSQL apply (and notify) each window once between
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from netprobe.alerts import states
-from netprobe.alerts.config import AlertRule, NotifierConfig
 from netprobe.alerts.formats import Notification
 from netprobe.alerts.notify import Dispatcher
 from netprobe.alerts.states import AlertState, Transition
 from netprobe.alerts.values import Value, WindowReader
+from netprobe.config.alerts import AlertRule, NotifierConfig
 from netprobe.logs import log_event
-from netprobe.results import iso, utc_now
 from netprobe.store import Store
-from netprobe.store.engine import READ_ONLY, AsyncConnection, mapped_errors
+from netprobe.store.alert_states import AlertStates
+from netprobe.times import iso, utc_now
 
 log = logging.getLogger("netprobe.alerts")
 
@@ -68,6 +67,7 @@ class AlertEngine:
                  agent_id: str | None = None, settle: float = SETTLE,
                  clock: Callable[[], datetime] = utc_now) -> None:
         self._store = store
+        self._states = AlertStates(store)
         self.rules = tuple(rules)
         self._sink = sink
         self._agent = agent_id
@@ -131,9 +131,8 @@ class AlertEngine:
         closed = align_down(now - timedelta(seconds=self.settle), rule.window)
         cur = self._cursor.get(rule.name)
         if cur is None:
-            async with self._transaction(read_only=True) as conn:
-                # first start: begin with the window that closes next, do not judge the past
-                cur = states.cursor((await states.load(conn, rule.name)).values()) or closed
+            # first start: begin with the window that closes next, do not judge the past
+            cur = states.cursor(states.by_key(await self._states.load(rule.name)).values()) or closed
         cur = max(align_up(cur, rule.window), align_down(closed - MAX_CATCH_UP, rule.window))
         windows: list[tuple[datetime, datetime]] = []
         while cur + width <= closed:
@@ -145,9 +144,8 @@ class AlertEngine:
         values = [await reader.values(rule.metric, start, end) for start, end in windows]
 
         notes: list[Notification] = []
-        async with self._transaction() as conn:
-            await states.lock_rule(conn, rule.name)
-            current = await states.load(conn, rule.name)
+        async with self._states.locked(rule.name) as stored:
+            current = states.by_key(stored.rows)
             done = states.cursor(current.values())
             changed: dict[states.Key, AlertState] = {}
             for (start, end), found in zip(windows, values, strict=True):
@@ -161,7 +159,7 @@ class AlertEngine:
                     if transition is not None:
                         notes.append(self._notification(rule, old, new, transition, start, end, now))
                 self.stats.windows += 1
-            await states.save(conn, changed.values(), rule, now)
+            await stored.save([states.to_row(s, rule) for s in changed.values()], now)
         self._cursor[rule.name] = windows[-1][1]
         for n in notes:
             self.stats.transitions[n.state] += 1
@@ -185,15 +183,6 @@ class AlertEngine:
                             started_at=old.started_at if resolved else new.started_at,
                             ended_at=end if resolved else None,
                             window_start=start, window_end=end, valid_until=valid, repeat=transition is None)
-
-    @contextlib.asynccontextmanager
-    async def _transaction(self, read_only: bool = False) -> AsyncIterator[AsyncConnection]:
-        engine = self._store.engine
-        async with mapped_errors(engine.url, "evaluating alerts in"), \
-                (engine.connect() if read_only else engine.begin()) as conn:
-            if read_only:
-                await conn.execution_options(**READ_ONLY)
-            yield conn
 
 
 def _step(rule: AlertRule, old: AlertState, value: Value | None, start: datetime, end: datetime

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from netprobe.alerts.config import AlertRule, NotifierConfig
-from netprobe.results import iso
+from netprobe.config.alerts import AlertRule, NotifierConfig
+from netprobe.times import iso
 
 AM_PATH = "/api/v2/alerts"
 UNITS = {"loss_pct": " %", "rtt_p95_ms": " ms", "jitter_ms": " ms", "stalls_per_min": "/min",

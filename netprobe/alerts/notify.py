@@ -21,8 +21,8 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 
 from netprobe import __version__
 from netprobe.alerts import formats
-from netprobe.alerts.config import NotifierConfig
 from netprobe.alerts.formats import Notification
+from netprobe.config.alerts import NotifierConfig
 from netprobe.logs import log_event
 
 log = logging.getLogger("netprobe.alerts")

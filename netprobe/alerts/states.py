@@ -10,25 +10,17 @@ A window without data changes nothing. Only ok/pending → firing ("firing") and
 
 from __future__ import annotations
 
-import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
-from sqlalchemy import select, text
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-from netprobe.alerts.config import AlertRule
-from netprobe.results import iso
-from netprobe.store.engine import AsyncConnection
-from netprobe.store.schema import alert_states
+from netprobe.config.alerts import AlertRule
+from netprobe.store.alert_states import AlertStateRow
 
 State = Literal["ok", "pending", "firing"]
 Transition = Literal["firing", "resolved"]
 Key = tuple[str, str]            # agent_id, target_id
-_C = alert_states.c
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,54 +67,22 @@ def step(rule: AlertRule, current: AlertState, value: float | None, probe: str |
 
 # -- persistence ----------------------------------------------------------------------------------
 
-def _lock_id(rule: str) -> int:
-    # a stable signed 64-bit id per rule for pg_advisory_xact_lock
-    return zlib.crc32(f"netprobe.alerts:{rule}".encode()) - (1 << 31)
+def from_row(row: AlertStateRow) -> AlertState:
+    state: State = row.state if row.state in ("ok", "pending", "firing") else "ok"   # type: ignore[assignment]
+    return AlertState(rule=row.rule, agent_id=row.agent_id, target_id=row.target_id, state=state,
+                      bad_windows=row.bad_windows, value=row.value, probe=row.probe,
+                      started_at=row.started_at, fired_at=row.fired_at, window_end=row.window_end)
 
 
-async def lock_rule(conn: AsyncConnection, rule: str) -> None:
-    """Serialise evaluators of one rule (several collectors on one PostgreSQL) for this transaction;
-    SQLite's write transaction is exclusive already."""
-    if conn.dialect.name == "postgresql":
-        await conn.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": _lock_id(rule)})
+def to_row(s: AlertState, rule: AlertRule) -> AlertStateRow:
+    return AlertStateRow(rule=s.rule, agent_id=s.agent_id, target_id=s.target_id, state=s.state,
+                         bad_windows=s.bad_windows, value=s.value, started_at=s.started_at, probe=s.probe,
+                         fired_at=s.fired_at, window_end=s.window_end, window_s=int(rule.window),
+                         metric=rule.metric)
 
 
-def _dt(value: Any) -> datetime | None:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")) if isinstance(value, str) else None
-
-
-def from_row(row: Mapping[str, Any]) -> AlertState:
-    details = row.get("details") or {}
-    state: State = row["state"] if row["state"] in ("ok", "pending", "firing") else "ok"
-    return AlertState(rule=row["rule"], agent_id=row["agent_id"], target_id=row["target_id"], state=state,
-                      bad_windows=int(row["bad_windows"] or 0), value=row["value"],
-                      probe=details.get("probe"), started_at=row["started_at"],
-                      fired_at=_dt(details.get("fired_at")), window_end=_dt(details.get("window_end")))
-
-
-def to_row(s: AlertState, rule: AlertRule, now: datetime) -> dict[str, Any]:
-    details = {"window_end": iso(s.window_end) if s.window_end else None, "window_s": int(rule.window),
-               "metric": rule.metric, "probe": s.probe, "fired_at": iso(s.fired_at) if s.fired_at else None}
-    return {"rule": s.rule, "agent_id": s.agent_id, "target_id": s.target_id, "state": s.state,
-            "bad_windows": s.bad_windows, "value": s.value, "started_at": s.started_at, "updated_at": now,
-            "details": details}
-
-
-async def load(conn: AsyncConnection, rule: str) -> dict[Key, AlertState]:
-    rows = (await conn.execute(select(alert_states).where(_C.rule == rule))).mappings()
-    return {(r["agent_id"], r["target_id"]): from_row(dict(r)) for r in rows}
-
-
-async def save(conn: AsyncConnection, states: Iterable[AlertState], rule: AlertRule, now: datetime) -> None:
-    rows = [to_row(s, rule, now) for s in sorted(states, key=lambda s: s.key)]   # sorted: lock order
-    if not rows:
-        return
-    stmt = (pg_insert if conn.dialect.name == "postgresql" else sqlite_insert)(alert_states)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=["rule", "agent_id", "target_id"],
-        set_={c: stmt.excluded[c] for c in ("state", "bad_windows", "value", "started_at", "updated_at",
-                                             "details")})
-    await conn.execute(stmt, rows)
+def by_key(rows: Iterable[AlertStateRow]) -> dict[Key, AlertState]:
+    return {r.key: from_row(r) for r in rows}
 
 
 def cursor(states: Iterable[AlertState]) -> datetime | None:

@@ -17,17 +17,11 @@ loss and destination RTT):
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
-
-from netprobe.store import Rollup, Store, parse_envelope
-from netprobe.store.engine import READ_ONLY, AsyncConnection, mapped_errors
-from netprobe.store.schema import path_changes, probe_results
+from netprobe.store import Rollup, Store, parse_envelope, windows
 
 Key = tuple[str, str]          # agent_id, target_id
 PROBES: dict[str, tuple[str, ...]] = {
@@ -84,35 +78,15 @@ class WindowReader:
         """Agent × target pairs with a usable mtr round in the window (a round in error cannot
         detect a route change, so it is no evidence of a steady route either)."""
         if (start, end) not in self._mtr_rounds:
-            c = probe_results.c
-            q = (select(c.agent_id, c.target_id).where(c.probe == "mtr", c.status != "error",
-                                                        c.started_at >= start, c.started_at < end)
-                 .group_by(c.agent_id, c.target_id))
-            if self._agent is not None:
-                q = q.where(c.agent_id == self._agent)
-            async with self._read() as conn:
-                self._mtr_rounds[(start, end)] = {(a, t) for a, t in await conn.execute(q)}
+            self._mtr_rounds[(start, end)] = await windows.pairs_with_usable_rounds(
+                self._store, "mtr", start, end, self._agent)
         return self._mtr_rounds[(start, end)]
 
     async def _event_counts(self, kind: str, start: datetime, end: datetime) -> dict[Key, int]:
         cache_key = (kind, start, end)
         if cache_key not in self._events:
-            p = path_changes.c
-            q = (select(p.agent_id, p.target_id, func.count())
-                 .where(p.kind == kind, p.detected_at >= start, p.detected_at < end)
-                 .group_by(p.agent_id, p.target_id))
-            if self._agent is not None:
-                q = q.where(p.agent_id == self._agent)
-            async with self._read() as conn:
-                self._events[cache_key] = {(a, t): int(n) for a, t, n in await conn.execute(q)}
+            self._events[cache_key] = await windows.event_counts(self._store, kind, start, end, self._agent)
         return self._events[cache_key]
-
-    @asynccontextmanager
-    async def _read(self) -> AsyncIterator[AsyncConnection]:
-        async with mapped_errors(self._store.engine.url, "reading alert windows from"), \
-                self._store.engine.connect() as conn:
-            await conn.execution_options(**READ_ONLY)
-            yield conn
 
 
 def _figure(rollup: Rollup, metric: str) -> float | None:

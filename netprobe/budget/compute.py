@@ -9,7 +9,12 @@ margin = peak P95 − P50 of the SSE delay variation (or of the RTT without SSE 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+from netprobe.errors import UsageError
+
+if TYPE_CHECKING:
+    from netprobe.report.peak import PeakRow
 
 TlsVersion = Literal["1.2", "1.3"]
 
@@ -130,3 +135,31 @@ def _with_rank(row: BudgetRow, rank: int) -> BudgetRow:
     d = row.to_dict()
     d["rank"] = rank
     return BudgetRow(**d)
+
+
+def budget_params(ttft_ms: float, tpot_ms: float | None, tls: str, keepalive: bool,
+                  calls: int) -> BudgetParams:
+    """The budget options checked (a UsageError names the bad one); `diagnose` shares them."""
+    if not ttft_ms > 0:
+        raise UsageError(f"--ttft-ms: must be positive, got {ttft_ms:g}")
+    if tpot_ms is not None and not tpot_ms > 0:
+        raise UsageError(f"--tpot-ms: must be positive, got {tpot_ms:g}")
+    if tls not in ("1.2", "1.3"):
+        raise UsageError(f"--tls: expected 1.2 or 1.3, got {tls!r}")
+    if calls < 1:
+        raise UsageError(f"--calls: must be at least 1, got {calls}")
+    return BudgetParams(ttft_ms=ttft_ms, tpot_ms=tpot_ms, tls="1.2" if tls == "1.2" else "1.3",
+                        keepalive=keepalive, calls=calls)
+
+
+def candidate(row: PeakRow) -> Candidate | None:
+    """A report row as a budget candidate; None when the peak window has no RTT."""
+    p = row.peak
+    if p.rtt_p50_ms is None or p.rtt_p95_ms is None:
+        return None
+    return Candidate(agent=row.agent, region=row.region or "", target=row.target,
+                     datacenter=row.datacenter or "", line=row.line or "", rtt_p50_ms=p.rtt_p50_ms,
+                     rtt_p95_ms=p.rtt_p95_ms, delay_var_p50_ms=p.sse_delay_var_p50_ms,
+                     delay_var_p95_ms=p.sse_delay_var_p95_ms, gap_p95_ms=p.sse_gap_p95_ms,
+                     stalls_per_min=p.stalls_per_min, server_first_ms=p.sse_server_first_ms,
+                     tpot_ms=p.sse_tpot_ms)

@@ -10,17 +10,14 @@ from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
-from sqlalchemy import text
-from sqlalchemy.exc import DataError, DBAPIError
 
 from netprobe.collector.body import CHUNK, Parsed, Rejected, content_encoding, parse_request, read_capped
 from netprobe.collector.metrics import CollectorMetrics
 from netprobe.collector.tokens import Tokens
-from netprobe.errors import StorageError
+from netprobe.errors import RefusedValueError, StorageError
 from netprobe.logs import log_event
 from netprobe.sinks.pipeline import Pipeline
 from netprobe.store import EnvelopeError, Store
-from netprobe.store.engine import READ_ONLY, mapped_errors
 
 log = logging.getLogger("netprobe.collector")
 
@@ -159,10 +156,11 @@ async def _store(ingest: Ingest, agent: str, parsed: Parsed) -> web.Response:
         stats = await ingest.store.write(data, texts=parsed.texts, source=parsed.source)
     except EnvelopeError as exc:
         raise Rejected(400, "bad_envelope", str(exc)) from None
+    except RefusedValueError as exc:
+        # the batch can never be stored: the client's 400, not a 503 to retry
+        raise Rejected(400, "bad_envelope",
+                       f"the database refused a value in the batch: {exc.detail}") from None
     except StorageError as exc:
-        rejected = _refused_value(exc)
-        if rejected is not None:
-            raise Rejected(400, "bad_envelope", rejected) from None
         raise _unavailable(exc) from None
     ingest.metrics.stored(agent, stats.accepted, stats.duplicates, stats.expired)
     if stats.accepted:
@@ -178,17 +176,6 @@ async def _store(ingest: Ingest, agent: str, parsed: Parsed) -> web.Response:
                               "expired": stats.expired})
 
 
-def _refused_value(exc: StorageError) -> str | None:
-    """The database refused a value (too long for its column, …): the batch can never be stored, so
-    it is the client's 400, not a 503 to retry."""
-    cause = exc.__cause__
-    if not isinstance(cause, DataError):
-        return None
-    orig = cause.orig if isinstance(cause, DBAPIError) and cause.orig is not None else cause
-    first = next((ln.strip() for ln in str(orig).splitlines() if ln.strip()), type(orig).__name__)
-    return f"the database refused a value in the batch: {first}"
-
-
 def _kind(value: Any) -> str:
     return {dict: "an object", str: "a string", bool: "a boolean", type(None): "null"}.get(
         type(value), "a number" if isinstance(value, int | float) else type(value).__name__)
@@ -197,10 +184,8 @@ def _kind(value: Any) -> str:
 async def handle_healthz(request: web.Request) -> web.Response:
     store = request.app[INGEST].store
     try:
-        async with asyncio.timeout(HEALTH_TIMEOUT), mapped_errors(store.url, "checking"), \
-                store.engine.connect() as conn:
-            await conn.execution_options(**READ_ONLY)
-            await conn.execute(text("SELECT 1"))
+        async with asyncio.timeout(HEALTH_TIMEOUT):
+            await store.ping()
     except (StorageError, TimeoutError) as exc:
         log_event(log, "error", "health check failed", error=str(exc) or "timed out")
         return web.json_response({"status": "unavailable", "error": "database unavailable"}, status=503)

@@ -13,8 +13,8 @@ import typer
 from rich.console import Console
 
 if TYPE_CHECKING:
-    from netprobe.collector.config import CollectorConfig
     from netprobe.collector.tokens import Tokens
+    from netprobe.config.collector import CollectorConfig
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 T = TypeVar("T")
@@ -31,7 +31,7 @@ def _group() -> None:
 
 
 def _config(path: Path) -> CollectorConfig:
-    from netprobe.collector.config import load_collector_config  # lazily: pydantic models
+    from netprobe.config.collector import load_collector_config  # lazily: pydantic models
 
     return load_collector_config(path)
 

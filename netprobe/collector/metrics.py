@@ -6,21 +6,18 @@ Names: `netprobe_collector_` prefix, base units in the name (seconds, ratio), co
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.registry import Collector
+
+from netprobe.sinks.metrics import SinkCollector, SinkStats
 
 REASONS = ("unauthorized", "forbidden", "bad_json", "bad_encoding", "bad_envelope", "too_large", "storage")
 # 1 ms … 30 s: one small batch on a local database up to a full batch on a busy one
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 ROUND_LABELS = ("agent", "target", "probe")
-
-SinkStats = Callable[[], Mapping[str, Mapping[str, int]]]
-
 
 def round_rtt_ms(result: Mapping[str, Any]) -> float | None:
     """The round's typical RTT: icmp/mtr rtt_ms.p50, tcp connect_ms.p50, sse first_event_ms."""
@@ -37,26 +34,6 @@ def _number(value: object) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     return None
-
-
-class _SinkCollector(Collector):
-    """Queue depth and counters of the Influx pipeline, read when scraped."""
-
-    def __init__(self, stats: SinkStats) -> None:
-        self._stats = stats
-
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        p = "netprobe_collector_sink_"
-        depth = GaugeMetricFamily(f"{p}queue_depth", "Results queued for a sink", labels=["sink"])
-        dropped = CounterMetricFamily(f"{p}dropped", "Results dropped by a full sink queue", labels=["sink"])
-        errors = CounterMetricFamily(f"{p}errors", "Failed sink writes (retried)", labels=["sink"])
-        written = CounterMetricFamily(f"{p}written", "Results written by a sink", labels=["sink"])
-        for sink, s in sorted(self._stats().items()):
-            depth.add_metric([sink], s.get("queued", 0))
-            dropped.add_metric([sink], s.get("dropped", 0))
-            errors.add_metric([sink], s.get("failures", 0))
-            written.add_metric([sink], s.get("written", 0))
-        yield from (depth, dropped, errors, written)
 
 
 class CollectorMetrics:
@@ -87,7 +64,7 @@ class CollectorMetrics:
                           ROUND_LABELS, registry=r)
         self._newest: dict[tuple[str, str, str], datetime] = {}
         if sink_stats is not None:
-            r.register(_SinkCollector(sink_stats))
+            r.register(SinkCollector(sink_stats, "netprobe_collector_"))
 
     def reject(self, reason: str) -> None:
         self.rejected.labels(reason).inc()

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 import time
+from contextlib import AsyncExitStack
 from typing import Any
 
 from aiohttp import web
@@ -14,13 +14,15 @@ from aiohttp import web
 from netprobe.alerts.engine import Alerting, alerting
 from netprobe.alerts.metrics import AlertsCollector
 from netprobe.collector.app import Ingest, make_app
-from netprobe.collector.config import CollectorConfig
 from netprobe.collector.metrics import CollectorMetrics
 from netprobe.collector.tokens import Tokens
+from netprobe.config.collector import CollectorConfig
 from netprobe.errors import SetupError
+from netprobe.lifecycle import Signals, background, closing
 from netprobe.logs import log_event
 from netprobe.sinks.pipeline import Pipeline, Sink
 from netprobe.store import Store, open_store
+from netprobe.store.upkeep import upkeep_loop
 
 log = logging.getLogger("netprobe.collector")
 
@@ -28,7 +30,6 @@ CUT_AFTER = 1.0          # after the grace, requests still running get this long
 FLUSH_GRACE = 2.0        # the Influx queue gets this long to drain on shutdown
 ALERTS_GRACE = 0.5       # alerts stop and flush notifications this long at most
 ALERTS_SETTLE = 60.0     # windows are evaluated this long after they close: agents upload in batches
-RETENTION_EVERY = 3600.0
 
 
 def _url(host: str, port: int) -> str:
@@ -44,8 +45,7 @@ class Collector:
         self.pipeline: Pipeline | None = None
         self.metrics: CollectorMetrics | None = None
         self._runner: web.AppRunner | None = None
-        self._ingest: Ingest | None = None
-        self._retention: asyncio.Task[None] | None = None
+        self._stack = AsyncExitStack()
         self.alerts: Alerting | None = None
 
     @property
@@ -59,114 +59,85 @@ class Collector:
 
     async def start(self) -> None:
         """Open everything and listen; on failure nothing is left open. SetupError: cannot listen."""
+        async with AsyncExitStack() as stack:
+            await self._start(stack)
+            self._stack = stack.pop_all()   # stop() unwinds it
+
+    async def _start(self, stack: AsyncExitStack) -> None:
         cfg = self.config
         sinks = self._sinks()    # an unreadable token file fails here, before the store opens
         alerts = alerting(cfg.alerts, cfg.notifiers, settle=ALERTS_SETTLE)   # reads notifier secrets
         try:
-            self.store = await open_store(cfg.storage.url)
+            self.store = store = await open_store(cfg.storage.url)
         except BaseException:
             for sink in sinks:
                 await sink.close()
             raise
+        stack.push_async_callback(store.close)
+        if sinks:
+            # flushed after the last request has been answered
+            self.pipeline = await stack.enter_async_context(Pipeline(sinks).running(FLUSH_GRACE))
+        self.metrics = CollectorMetrics(self.pipeline.stats if self.pipeline else None)
+        if alerts is not None:
+            self.metrics.registry.register(AlertsCollector(alerts))
+        ingest = Ingest(store=store, tokens=Tokens(store), metrics=self.metrics,
+                        max_body=cfg.collector.max_body_bytes, max_batch=cfg.collector.max_batch,
+                        pipeline=self.pipeline)
+        # shutdown_timeout: only for what drained() gave up on; the grace was already spent there
+        runner = web.AppRunner(make_app(ingest), access_log=None, shutdown_timeout=CUT_AFTER)
+        await runner.setup()
+        stack.push_async_callback(runner.cleanup)
+        host, port = cfg.collector.address()
         try:
-            self.pipeline = Pipeline(sinks) if sinks else None
-            self.metrics = CollectorMetrics(self.pipeline.stats if self.pipeline else None)
-            if alerts is not None:
-                self.metrics.registry.register(AlertsCollector(alerts))
-            ingest = Ingest(store=self.store, tokens=Tokens(self.store), metrics=self.metrics,
-                            max_body=cfg.collector.max_body_bytes, max_batch=cfg.collector.max_batch,
-                            pipeline=self.pipeline)
-            # shutdown_timeout: only for what drained() gave up on; the grace was already spent there
-            runner = web.AppRunner(make_app(ingest), access_log=None, shutdown_timeout=CUT_AFTER)
-            await runner.setup()
-            host, port = cfg.collector.address()
-            try:
-                await web.TCPSite(runner, host, port).start()
-            except OSError as exc:
-                await runner.cleanup()
-                raise SetupError(f"collector.listen {cfg.collector.listen}: cannot listen on "
-                                 f"{_url(host, port)}: {exc.strerror or exc}") from None
-        except BaseException:
-            if self.pipeline is not None:
-                await self.pipeline.close(0)
-            await self.store.close()
-            raise
+            await web.TCPSite(runner, host, port).start()
+        except OSError as exc:
+            raise SetupError(f"collector.listen {cfg.collector.listen}: cannot listen on "
+                             f"{_url(host, port)}: {exc.strerror or exc}") from None
+        stack.push_async_callback(self._stop_serving, runner, ingest)
         self._runner = runner
-        self._ingest = ingest
-        if self.pipeline is not None:
-            self.pipeline.start()
-        self._retention = asyncio.create_task(self._retention_loop(), name="collector:retention")
+        background(stack, upkeep_loop(store, lambda: cfg.storage.retention, log), "collector:upkeep")
         if alerts is not None:
             self.alerts = alerts
-            alerts.start(self.store)
+            alerts.start(store)
+            closing(stack, alerts, ALERTS_GRACE)
 
     async def stop(self) -> None:
-        """Stop accepting, let requests in flight finish (collector.grace), flush Influx, close the store."""
-        if self.alerts is not None:
-            await self.alerts.close(ALERTS_GRACE)
-        if self._retention is not None:
-            self._retention.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._retention
-        if self._runner is not None:
-            for site in list(self._runner.sites):
-                await site.stop()                   # stop accepting connections
-            if self._ingest is not None and not await self._ingest.drained(self.config.collector.grace):
-                log_event(log, "warning", "requests still in flight after the grace period are cut",
-                          grace_s=self.config.collector.grace)
-            await self._runner.cleanup()
-        if self.pipeline is not None:
-            await self.pipeline.close(FLUSH_GRACE)
-        if self.store is not None:
-            await self.store.close()
+        """Stop alerts and upkeep, stop accepting, let requests in flight finish (collector.grace),
+        flush Influx, close the store: start()'s stack unwound."""
+        await self._stack.aclose()
+
+    async def _stop_serving(self, runner: web.AppRunner, ingest: Ingest) -> None:
+        for site in list(runner.sites):
+            await site.stop()                   # stop accepting connections
+        if not await ingest.drained(self.config.collector.grace):
+            log_event(log, "warning", "requests still in flight after the grace period are cut",
+                      grace_s=self.config.collector.grace)
 
     def _sinks(self) -> list[Sink]:
         from netprobe.sinks.influx import influx_sinks
 
         return list(influx_sinks(self.config.influxdb))
 
-    async def _retention_loop(self) -> None:
-        assert self.store is not None
-        days = self.config.storage.retention / 86400.0
-        while True:
-            try:
-                removed = await self.store.enforce_retention(days)
-                if removed:
-                    log_event(log, "info", "retention", removed_rounds=removed)
-                folded = await self.store.fold_rollups()     # the reports' prefix rollups
-                if folded.rows:
-                    log_event(log, "info", "rollups folded", series=folded.series, rows=folded.rows)
-            except Exception as exc:  # retried next hour; ingest goes on
-                log_event(log, "error", "retention failed", error=str(exc))
-            await asyncio.sleep(RETENTION_EVERY)
-
 
 async def run(config: CollectorConfig, stop: asyncio.Event | None = None) -> int:
     """Serve until SIGTERM/SIGINT (or `stop`); returns the exit status (0)."""
-    loop = asyncio.get_running_loop()
     stop = stop if stop is not None else asyncio.Event()
-    # handlers first: a signal arriving once "listening" is logged must still stop us cleanly
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     t0 = time.monotonic()
-    try:
-        collector = Collector(config)
+    collector = Collector(config)
+    async with AsyncExitStack() as stack:
+        # handlers first: a signal arriving once "listening" is logged must still stop us cleanly
+        Signals(stack).on(stop.set, signal.SIGTERM, signal.SIGINT)
         await collector.start()
-        try:
-            assert collector.store is not None
-            for host, port in collector.addresses:
-                log_event(log, "info", "collector listening", url=_url(host, port),
-                          db=collector.store.display_url, influxdb=config.influxdb.url or "off")
-            await stop.wait()
-            log_event(log, "info", "collector stopping", grace_s=config.collector.grace)
-            t0 = time.monotonic()
-        finally:
-            await collector.stop()
-        extra: dict[str, Any] = {}
-        if collector.pipeline is not None:
-            extra["influx_dropped"] = sum(collector.pipeline.dropped.values())
-        log_event(log, "info", "collector stopped", stop_s=round(time.monotonic() - t0, 3), **extra)
-        return 0
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
+        stack.push_async_callback(collector.stop)
+        assert collector.store is not None
+        for host, port in collector.addresses:
+            log_event(log, "info", "collector listening", url=_url(host, port),
+                      db=collector.store.display_url, influxdb=config.influxdb.url or "off")
+        await stop.wait()
+        log_event(log, "info", "collector stopping", grace_s=config.collector.grace)
+        t0 = time.monotonic()
+    extra: dict[str, Any] = {}
+    if collector.pipeline is not None:
+        extra["influx_dropped"] = sum(collector.pipeline.dropped.values())
+    log_event(log, "info", "collector stopped", stop_s=round(time.monotonic() - t0, 3), **extra)
+    return 0

@@ -19,6 +19,6 @@ def demo(
     """Build the lab, run the agent through one compressed day (peak profile 20:00-23:00), then print
     the evening-peak report, the budget for a 1 s TTFT and the alerts that fired (root)."""
     from netprobe.demo.run import default_out, run
-    from netprobe.render import console
+    from netprobe.probes.render import console
 
     run(out.resolve() if out is not None else default_out(), hour_seconds, console())

@@ -20,13 +20,13 @@ from zoneinfo import ZoneInfo
 
 from rich.console import Console
 
-from netprobe.alerts.config import AlertRule
 from netprobe.alerts.formats import Notification
+from netprobe.config.alerts import AlertRule
 from netprobe.errors import SetupError
 from netprobe.lab import api
 from netprobe.lab.addressing import AGENT_NS
 from netprobe.lab.spec import RouteSpec, load_spec
-from netprobe.results import utc_now
+from netprobe.times import utc_now
 
 from .timeline import Timeline, replay, simulated_day
 
@@ -174,8 +174,8 @@ def _wait_started(agent: subprocess.Popen[bytes], log: Path, timeout: float = 30
 
 async def _results(live_db: Path, demo_db: Path, timeline: Timeline, out: Path, console: Console) -> None:
     from netprobe.alerts.engine import AlertEngine
-    from netprobe.budget.cli import candidate, print_budget
-    from netprobe.budget.compute import BudgetParams, budget_rows
+    from netprobe.budget.compute import BudgetParams, budget_rows, candidate
+    from netprobe.budget.table import print_budget
     from netprobe.report.peak import compute
     from netprobe.report.render_html import html
     from netprobe.report.render_table import print_table

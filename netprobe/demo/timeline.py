@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from netprobe.results import iso
 from netprobe.store import Store
+from netprobe.times import iso
 
 BATCH = 500
 

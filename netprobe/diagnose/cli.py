@@ -81,8 +81,8 @@ def diagnose(
 ) -> None:
     """Diagnose a slow first token: network floor, one request, a concurrency sweep, then which segment
     is over budget — route/region, model/framework, or capacity."""
-    from netprobe.budget.cli import budget_params
-    from netprobe.probe_cli import _levels, build_settings
+    from netprobe.budget.compute import budget_params
+    from netprobe.probes.cli import _levels, build_settings
     from netprobe.probes.sse import SseSettings, check_url
     from netprobe.report.windows import HourWindow
 
@@ -117,7 +117,7 @@ def diagnose(
 
 async def _run(url: str, settings: SseSettings, params: BudgetParams, levels: list[int], db: str | None,
                days: int, window: str, json_out: bool) -> Diagnosis:
-    from netprobe.render import console
+    from netprobe.probes.render import console
 
     from .render import print_conclusion, print_step
     from .run import diagnose as run_diagnosis

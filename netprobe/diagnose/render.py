@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from netprobe.render import ms, pct
+from netprobe.probes.render import ms, pct
 
 from .run import Diagnosis, Step
 from .steps import NetworkFloor, SingleRequest, Sweep

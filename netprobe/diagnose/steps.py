@@ -12,17 +12,20 @@ from __future__ import annotations
 import asyncio
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from netprobe.errors import SetupError, StorageError, UsageError
+from netprobe.net.resolve import Resolver
 from netprobe.probes.base import ProbeContext, ProbeTarget
 from netprobe.probes.icmp import IcmpSettings
 from netprobe.probes.mtr import MtrSettings
+from netprobe.probes.results import IcmpResult, MtrResult, SseResult, TcpResult
 from netprobe.probes.sse import SseSettings
 from netprobe.probes.tcp import TcpSettings
-from netprobe.resolve import Resolver
-from netprobe.results import IcmpResult, MtrResult, SseResult, TcpResult
+
+if TYPE_CHECKING:
+    from netprobe.store.store import Store
 
 Source = Literal["stored", "live"]
 Method = Literal["peak", "icmp", "tcp", "none"]
@@ -162,17 +165,16 @@ async def stored_floor(url: str, db: str | None, days: int, window: str) -> tupl
     reason when there are none. `db` None: the agent's default database, only if it exists."""
     from netprobe.report.peak import peak_rows
     from netprobe.store.store import open_store
-    from netprobe.store.urls import default_db_url, display_url, normalise_url, sqlite_path
+    from netprobe.store.urls import default_db_url, display_url, sqlite_file
 
     explicit = db is not None
     url_db = db if db is not None else default_db_url()
-    parsed = normalise_url(url_db)
-    path = sqlite_path(parsed) if parsed.get_backend_name() == "sqlite" else None
+    path = sqlite_file(url_db)
     if path is not None and not path.exists():
         if explicit:    # opening would create an empty file: surely a typo
             raise UsageError(f"--db: no such database file {path}")
         return None, f"no agent database at {path}"
-    shown = display_url(parsed)
+    shown = display_url(url_db)
     host, _ = url_host_port(url)
     try:
         # upgrade=False: a diagnosis only reads, it must not migrate a running agent's database
@@ -207,21 +209,14 @@ async def stored_floor(url: str, db: str | None, days: int, window: str) -> tupl
                         delay_var_p95_ms=p.sse_delay_var_p95_ms, notes=notes), ""
 
 
-async def _matching_targets(store: Any, url: str, host: str) -> set[str]:
-    from sqlalchemy import select
+async def _matching_targets(store: Store, url: str, host: str) -> set[str]:
+    from netprobe.store.fleet import load_target_options
 
-    from netprobe.store.engine import READ_ONLY, mapped_errors
-    from netprobe.store.schema import targets
-
-    t = targets.c
-    async with mapped_errors(store.url, "reading targets from"), store.engine.connect() as conn:
-        await conn.execution_options(**READ_ONLY)
-        rows = (await conn.execute(select(t.id, t.host, t.info))).all()
     out = set()
-    for target_id, target_host, info in rows:
-        sse_url = info.get("sse_url") if isinstance(info, dict) else None
-        if (target_host or "").strip("[]").lower() == host or (sse_url and sse_url == url):
-            out.add(target_id)
+    for target in await load_target_options(store):
+        sse_url = target.options.get("sse_url")
+        if (target.host or "").strip("[]").lower() == host or (sse_url and sse_url == url):
+            out.add(target.id)
     return out
 
 

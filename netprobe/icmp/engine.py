@@ -22,10 +22,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Literal
 
-from netprobe import rxstamp
 from netprobe.errors import SetupError
 from netprobe.icmp import packets
-from netprobe.pacing import DEFAULT_MAX_RATE, RateCap
+from netprobe.net import rxstamp
+from netprobe.net.pacing import DEFAULT_MAX_RATE, RateCap
 
 log = logging.getLogger("netprobe.icmp")
 

@@ -21,10 +21,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from netprobe import rxstamp
 from netprobe.errors import SetupError
 from netprobe.mtr import packets
 from netprobe.mtr.packets import Mode, Reply
+from netprobe.net import rxstamp
 
 IPV6_CHECKSUM = 7
 ProbeKey = tuple[str, int, int]

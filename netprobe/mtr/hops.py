@@ -17,8 +17,8 @@ from netprobe.mtr.engine import ProbeRecord
 from netprobe.stats import jitter, loss_pct
 
 if TYPE_CHECKING:
-    from netprobe.geoip import GeoIP
-    from netprobe.lines import LineClassifier, RouteVerdict
+    from netprobe.net.geoip import GeoIP
+    from netprobe.net.lines import LineClassifier, RouteVerdict
 
 SILENT = "???"
 
@@ -129,7 +129,7 @@ def label_path(hops: Sequence[Hop], classifier: LineClassifier, geoip: GeoIP | N
                declared_line: str = "") -> RouteVerdict:
     """ASN, organisation and country of each responding hop (GeoIP first, else the prefix table), and
     the path's line verdict."""
-    from netprobe.lines import verdict
+    from netprobe.net.lines import verdict
 
     for hop in hops:
         if hop.addresses:

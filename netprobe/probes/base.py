@@ -8,17 +8,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from netprobe.durations import Duration
-from netprobe.results import ProbeResult
+from netprobe.config.durations import Duration
+from netprobe.probes.results import ProbeResult
 
 if TYPE_CHECKING:
     import asyncio
 
-    from netprobe.geoip import GeoIP
     from netprobe.icmp.engine import IcmpEngine
-    from netprobe.lines import LineClassifier
     from netprobe.mtr.engine import TraceEngine
-    from netprobe.resolve import Resolver
+    from netprobe.net.geoip import GeoIP
+    from netprobe.net.lines import LineClassifier
+    from netprobe.net.resolve import Resolver
 
 
 class ProbeSettings(BaseModel):
@@ -98,7 +98,7 @@ class ProbeContext:
 
     def line_classifier(self) -> LineClassifier:
         if self.classifier is None:
-            from netprobe.lines import LineClassifier
+            from netprobe.net.lines import LineClassifier
 
             self.classifier = LineClassifier.default()
         return self.classifier
@@ -133,10 +133,8 @@ ProbeRun = Callable[[ProbeTarget, Any, ProbeContext], Awaitable[ProbeResult]]
 
 @dataclass(frozen=True, slots=True)
 class ProbeSpec:
-    """One registry entry: a name, its settings model, `async run(target, settings, ctx)`, and the type
-    of what it returns (the envelope validator is derived from it)."""
+    """One registry entry: a name, its settings model, and `async run(target, settings, ctx)`."""
 
     name: str
     settings_model: type[ProbeSettings]
     run: ProbeRun
-    result_type: type[ProbeResult] = ProbeResult     # what a probe adds to the common fields

@@ -6,11 +6,12 @@ import time
 
 from pydantic import Field
 
-from netprobe.durations import Duration
-from netprobe.pacing import DEFAULT_MAX_RATE
+from netprobe.config.durations import Duration
+from netprobe.net.pacing import DEFAULT_MAX_RATE
 from netprobe.probes.base import ProbeContext, ProbeSpec, ProbeTarget, RoundSettings
-from netprobe.results import IcmpResult, utc_now
+from netprobe.probes.results import IcmpResult
 from netprobe.stats import jitter, loss_pct, rtt_stats
+from netprobe.times import utc_now
 
 
 class IcmpSettings(RoundSettings):
@@ -47,4 +48,4 @@ async def run(target: ProbeTarget, settings: IcmpSettings, ctx: ProbeContext) ->
     )
 
 
-SPEC = ProbeSpec(name="icmp", settings_model=IcmpSettings, run=run, result_type=IcmpResult)
+SPEC = ProbeSpec(name="icmp", settings_model=IcmpSettings, run=run)

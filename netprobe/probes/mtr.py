@@ -9,13 +9,14 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from netprobe.durations import Duration
+from netprobe.config.durations import Duration
 from netprobe.mtr.engine import ProbeRecord
 from netprobe.mtr.hops import Path, build_path, label_path
 from netprobe.mtr.packets import PAYLOAD
 from netprobe.probes.base import ProbeContext, ProbeSettings, ProbeSpec, ProbeTarget
-from netprobe.results import MtrResult, utc_now
+from netprobe.probes.results import MtrResult
 from netprobe.stats import jitter, rtt_stats
+from netprobe.times import utc_now
 
 DEFAULT_PORTS = {"udp": 33434, "tcp": 443}
 
@@ -103,4 +104,4 @@ def _result(base: MtrResult, path: Path, target: ProbeTarget, ctx: ProbeContext,
     return result
 
 
-SPEC = ProbeSpec(name="mtr", settings_model=MtrSettings, run=run, result_type=MtrResult)
+SPEC = ProbeSpec(name="mtr", settings_model=MtrSettings, run=run)

@@ -16,14 +16,15 @@ from urllib.parse import urlsplit
 import aiohttp
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from netprobe.durations import Duration
+from netprobe.config.durations import Duration
 from netprobe.errors import SetupError
 from netprobe.probes.base import ProbeContext, ProbeSettings, ProbeSpec, ProbeTarget
-from netprobe.results import SseResult, utc_now
+from netprobe.probes.results import SseResult
 from netprobe.sse import metrics
 from netprobe.sse.client import Capture, Limits, new_session, stream
 from netprobe.sse.parser import SseComment, SseEvent
 from netprobe.stats import percentile
+from netprobe.times import utc_now
 
 
 def _as_tuple(value: object) -> object:
@@ -243,4 +244,4 @@ def _p50_p95(values: list[float]) -> dict[str, float] | None:
     return {"p50": percentile(s, 50), "p95": percentile(s, 95)}
 
 
-SPEC = ProbeSpec(name="sse", settings_model=SseSettings, run=run, result_type=SseResult)
+SPEC = ProbeSpec(name="sse", settings_model=SseSettings, run=run)

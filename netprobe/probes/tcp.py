@@ -19,10 +19,11 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
-from netprobe.durations import Duration
+from netprobe.config.durations import Duration
 from netprobe.probes.base import ProbeContext, ProbeSpec, ProbeTarget, RoundSettings
-from netprobe.results import TcpFailure, TcpResult, utc_now
+from netprobe.probes.results import TcpFailure, TcpResult
 from netprobe.stats import jitter, loss_pct, rtt_stats
+from netprobe.times import utc_now
 
 
 class TcpSettings(RoundSettings):
@@ -187,4 +188,4 @@ def _finish(res: TcpResult, t0: float) -> TcpResult:
     return res
 
 
-SPEC = ProbeSpec(name="tcp", settings_model=TcpSettings, run=run, result_type=TcpResult)
+SPEC = ProbeSpec(name="tcp", settings_model=TcpSettings, run=run)

@@ -74,7 +74,7 @@ def _emit(report: PeakReport, fmt: str, out: Path | None) -> None:
     if fmt == "table":
         from rich.console import Console
 
-        from netprobe.render import console
+        from netprobe.probes.render import console
         from netprobe.report.render_table import print_table
 
         if out is None:

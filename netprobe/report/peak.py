@@ -12,13 +12,13 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from netprobe.results import iso, utc_now
 from netprobe.stats import loss_pct
+from netprobe.store import fleet
 from netprobe.store.prefix import COUNTERS, Extremes, Sums, combine, figures, quantiles
 from netprobe.store.rollups import Rollup
 from netprobe.store.store import Store
+from netprobe.times import iso, utc_now
 
-from . import data
 from .ranking import RULE, rank_rows
 from .windows import DEFAULT_OFFPEAK, DEFAULT_WINDOW, HourWindow, LocalDays, last_days, window_of, zone_of
 
@@ -259,7 +259,7 @@ def _profile(rtt: Entry | None) -> tuple[HourProfile, ...]:
     return tuple(out)
 
 
-def _row(agent: data.AgentInfo, zone: ZoneInfo, target_id: str, target: data.TargetInfo | None,
+def _row(agent: fleet.AgentInfo, zone: ZoneInfo, target_id: str, target: fleet.TargetInfo | None,
          by_probe: dict[str, Entry], window: HourWindow, offpeak: HourWindow | None) -> PeakRow:
     rtt_probe = next((p for p in RTT_PROBES if p in by_probe), None)
     rtt = by_probe.get(rtt_probe) if rtt_probe else None
@@ -307,26 +307,26 @@ async def compute(store: Store, days: int = DEFAULT_DAYS, window: HourWindow | s
     if days < 1:
         raise ValueError(f"days must be at least 1, got {days}")
     now = now if now is not None else utc_now()
-    agents, target_info = await data.load_agents(store), await data.load_targets(store)
+    agents, target_info = await fleet.load_agents(store), await fleet.load_targets(store)
     chosen = [info for info in sorted(agents.values(), key=lambda a: a.id)
               if (agent is None or info.id == agent) and (region is None or info.region == region)]
     # Agents are read ahead (store.parallel_reads at a time), so the database answers the next one's
     # queries while this process works on the rows it has; each agent's detected lines are read
     # alongside. Only the agents in flight are held in memory.
-    async def read(info: data.AgentInfo) -> tuple[ZoneInfo, str | None, dict[str, dict[str, Entry]]]:
+    async def read(info: fleet.AgentInfo) -> tuple[ZoneInfo, str | None, dict[str, dict[str, Entry]]]:
         zone, problem = zone_of(info.timezone)
         return zone, problem, await _agent_series(store, info.id, last_days(zone, days, now), target_info,
                                                   (win,) if peak_only else (win, off), profile=not peak_only)
 
     queue = iter(chosen)
-    ahead: deque[tuple[data.AgentInfo, asyncio.Future[Any]]] = deque()
+    ahead: deque[tuple[fleet.AgentInfo, asyncio.Future[Any]]] = deque()
 
     def launch() -> None:
         info = next(queue, None)
         if info is not None:
             ahead.append((info, asyncio.ensure_future(read(info))))
 
-    line_reads: list[asyncio.Future[dict[tuple[str, str], data.DetectedLine]]] = []
+    line_reads: list[asyncio.Future[dict[tuple[str, str], fleet.DetectedLine]]] = []
     rows: list[PeakRow] = []
     warnings: list[str] = []
     try:
@@ -338,7 +338,7 @@ async def compute(store: Store, days: int = DEFAULT_DAYS, window: HourWindow | s
             zone, problem, grouped = await pending
             if not peak_only:
                 line_reads.append(asyncio.ensure_future(
-                    data.detected_lines(store, [(info.id, t) for t in sorted(grouped)], now)))
+                    fleet.detected_lines(store, [(info.id, t) for t in sorted(grouped)], now)))
             if grouped and problem:
                 warnings.append(f"agent {info.id}: {problem}; its windows are taken in UTC")
             rows += [_row(info, zone, tid, target_info.get(tid), probes, win, None if peak_only else off)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from html import escape
 
-from netprobe.results import iso
+from netprobe.times import iso
 
 from . import svg
 from .columns import COLUMNS, empty_message, title

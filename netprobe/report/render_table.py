@@ -1,4 +1,4 @@
-"""The report as a table for people (laid out by netprobe.text_table: rich's Table took ~1 s at fleet
+"""The report as a table for people (laid out by netprobe.report.text_table: rich's Table took ~1 s at fleet
 scale)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich import box
 from rich.console import Console
 
-from netprobe.text_table import TextTable
+from netprobe.report.text_table import TextTable
 
 from .columns import COLUMNS, empty_message, title
 from .peak import PeakReport

@@ -18,7 +18,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from netprobe.errors import UsageError
-from netprobe.zones import zone_of as zone_of
+from netprobe.times import zone_of as zone_of
 
 _WINDOW = re.compile(r"\s*(\d{1,2})\s*-\s*(\d{1,2})\s*")
 

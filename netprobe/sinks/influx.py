@@ -9,10 +9,10 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from netprobe.secrets import read_secret
+from netprobe.config.secrets import read_secret
 
 if TYPE_CHECKING:
-    from netprobe.config import InfluxConfig
+    from netprobe.config.agent import InfluxConfig
 
 TAGS = (("agent", "agent", "id"), ("region", "agent", "region"), ("isp", "agent", "isp"),
         ("target", "target", "id"), ("datacenter", "target", "datacenter"), ("line", "target", "line"))

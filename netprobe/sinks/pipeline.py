@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
 from netprobe.logs import log_event
@@ -43,6 +45,16 @@ class Pipeline:
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(self._writer(s), name=f"sink:{s.name}") for s in self._sinks]
+
+    @asynccontextmanager
+    async def running(self, grace: float) -> AsyncIterator[Pipeline]:
+        """The one way a service runs its sinks: written to inside the block; on the way out what is
+        queued is flushed (for at most `grace` s) and every sink closed."""
+        self.start()
+        try:
+            yield self
+        finally:
+            await self.close(grace)
 
     def put(self, envelope: dict[str, Any]) -> None:
         for sink in self._sinks:

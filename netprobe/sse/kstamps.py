@@ -19,7 +19,7 @@ import time
 from collections import deque
 from typing import Any
 
-from netprobe import rxstamp
+from netprobe.net import rxstamp
 
 
 class KernelStamps:

@@ -29,12 +29,12 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from netprobe.results import IcmpResult, MtrResult, Status, envelope
+from netprobe.probes.results import IcmpResult, MtrResult, Status, envelope
 from netprobe.stats import jitter, loss_pct, rtt_stats
 
 if TYPE_CHECKING:
-    from netprobe.lines import LineClassifier
     from netprobe.mtr.hops import Hop
+    from netprobe.net.lines import LineClassifier
 
 _NAMESPACE = uuid.UUID("6f1f5d1e-7c3a-4c55-9a53-6b1d2f0c9a10")
 _ATLAS_KEYS = frozenset(("prb_id", "msm_id", "fw"))
@@ -166,7 +166,7 @@ def _summary_rtt(obj: Mapping[str, Any], received: int) -> dict[str, float] | No
 @functools.cache
 def _classifier() -> LineClassifier:
     """The default prefix table, built once: an import converts thousands of traces."""
-    from netprobe.lines import LineClassifier
+    from netprobe.net.lines import LineClassifier
 
     return LineClassifier.default()
 

@@ -13,10 +13,10 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequenc
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, TypeVarTuple, overload
 
+from sqlalchemy import Table, event
 from sqlalchemy import create_engine as _sync_engine
-from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, CursorResult, Dialect, Engine
-from sqlalchemy.exc import DBAPIError, InvalidRequestError, SQLAlchemyError
+from sqlalchemy.exc import DataError, DBAPIError, InvalidRequestError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql import Executable
 from sqlalchemy.util.concurrency import greenlet_spawn
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine.interfaces import _DBAPIAnyExecuteParams
     from sqlalchemy.sql.selectable import TypedReturnsRows
 
-from netprobe.errors import StorageError
+from netprobe.errors import RefusedValueError, StorageError
 from netprobe.store.urls import display_url, sqlite_path
 
 BUSY_TIMEOUT_MS = 30_000
@@ -150,6 +150,18 @@ class AsyncEngine:
         await greenlet_spawn(self.sync_engine.dispose)
 
 
+def upsert(dialect: str, table: Table) -> Any:
+    """The dialect's INSERT, which has on_conflict_do_update; PostgreSQL's is imported only when used
+    (the SQLite agent never loads SQLAlchemy's PostgreSQL dialects)."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert(table)
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert(table)
+
+
 def create_async_engine(url: URL, **kwargs: Any) -> AsyncEngine:
     return AsyncEngine(_sync_engine(url, _is_async=True, **kwargs))
 
@@ -203,7 +215,11 @@ def storage_error(exc: BaseException, url: URL | str, doing: str) -> StorageErro
     detail = " ".join(lines[:2]) if lines else type(orig).__name__
     if len(detail) > 300:
         detail = detail[:297] + "..."
-    return StorageError(f"{doing} {display_url(url)} failed: {detail}")
+    message = f"{doing} {display_url(url)} failed: {detail}"
+    if isinstance(exc, DataError):
+        first = next((ln.strip() for ln in str(orig).splitlines() if ln.strip()), type(orig).__name__)
+        return RefusedValueError(message, first)
+    return StorageError(message)
 
 
 @asynccontextmanager

@@ -34,7 +34,7 @@ from netprobe.store.prefix import (
 )
 from netprobe.store.rollups import hour_of
 from netprobe.store.schema import agents, rollups_hourly, rollups_prefix, store_meta
-from netprobe.zones import zone_of
+from netprobe.times import zone_of
 
 _P = rollups_prefix.c
 _H = rollups_hourly.c

@@ -30,6 +30,16 @@ def default_db_url() -> str:
     return f"sqlite:///{state_dir() / 'netprobe.db'}"
 
 
+def is_url(url: str) -> bool:
+    """Whether SQLAlchemy reads `url` as a database URL (of any backend; normalise_url says which
+    netprobe can open)."""
+    try:
+        make_url(url)
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
+        return False
+    return True
+
+
 def normalise_url(url: str) -> URL:
     """Map any SQLite/PostgreSQL URL onto the async drivers netprobe ships (aiosqlite, psycopg 3)."""
     try:
@@ -60,3 +70,10 @@ def sqlite_path(url: URL) -> Path | None:
     if not db or db == ":memory:" or db.startswith("file:"):
         return None
     return Path(db)
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names (as normalise_url reads it); None for in-memory SQLite or another
+    database. UsageError for what is not a database URL."""
+    parsed = normalise_url(url)
+    return sqlite_path(parsed) if parsed.get_backend_name() == "sqlite" else None

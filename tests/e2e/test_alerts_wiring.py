@@ -9,8 +9,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from netprobe.collector.config import parse_collector_config
 from netprobe.collector.server import Collector
+from netprobe.config.collector import parse_collector_config
 
 ALERTS = """
 [[alerts]]

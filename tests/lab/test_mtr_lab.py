@@ -151,7 +151,7 @@ def test_concurrent_traces_do_not_mix(lab: LabState) -> None:
         "import asyncio, json\n"
         "from netprobe.probes.base import ProbeContext, ProbeTarget\n"
         "from netprobe.probes.mtr import MtrSettings, trace\n"
-        "from netprobe.resolve import Resolver\n"
+        "from netprobe.net.resolve import Resolver\n"
         "async def main():\n"
         "    ctx = ProbeContext(resolver=Resolver())\n"
         "    jobs = [(r, m) for r in ('gia', 'gt', 'unicom', 'mobile') for m in ('icmp', 'udp', 'tcp')]\n"

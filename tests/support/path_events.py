@@ -12,9 +12,9 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from netprobe.lines import path_hash
 from netprobe.mtr.hops import Hop
-from netprobe.results import MtrResult, envelope
+from netprobe.net.lines import path_hash
+from netprobe.probes.results import MtrResult, envelope
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import LINE_MISMATCH, PATH_CHANGE, Store, open_store
 from tests.support.store import AGENT, TARGET, icmp_envelope

@@ -1,4 +1,4 @@
-"""A generated dataset for the peak-report tests (no tests here): real envelopes via netprobe.results,
+"""A generated dataset for the peak-report tests (no tests here): real envelopes via netprobe.probes.results,
 hourly rounds whose RTT and loss depend on the agent's *local* hour, with a known evening peak.
 
 Local time here is worked out by hand (fixed offsets, Berlin's 2026 DST dates), not with zoneinfo, so
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from netprobe.results import IcmpResult, MtrResult, SseResult, TcpResult, envelope
+from netprobe.probes.results import IcmpResult, MtrResult, SseResult, TcpResult, envelope
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import open_store
 

@@ -1,4 +1,4 @@
-"""Shared builders for the store tests (no tests here): real envelopes via netprobe.results."""
+"""Shared builders for the store tests (no tests here): real envelopes via netprobe.probes.results."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
-from netprobe.results import IcmpResult, envelope
+from netprobe.probes.results import IcmpResult, envelope
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store.schema import metadata
 

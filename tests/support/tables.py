@@ -1,5 +1,5 @@
 """Report and budget rows made up directly (no store), and the rich Table code the terminal tables were
-printed with before netprobe.text_table: the reference the tests and bench/table_render.py compare with."""
+printed with before report/text_table.py: the reference the tests and bench/table_render.py compare with."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from netprobe.budget.cli import _ms, candidate
-from netprobe.budget.compute import BudgetParams, BudgetRow, budget_rows
+from netprobe.budget.compute import BudgetParams, BudgetRow, budget_rows, candidate
+from netprobe.budget.table import ms as _ms
 from netprobe.report.columns import COLUMNS, empty_message, title
 from netprobe.report.peak import Degradation, PeakReport, PeakRow, WindowFigures, WorstHour
 from netprobe.report.ranking import rank_rows

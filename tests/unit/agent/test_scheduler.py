@@ -16,10 +16,11 @@ import pytest
 import netprobe.agent.scheduler as scheduler_mod
 from netprobe.agent.scheduler import ProbeScheduler, spread_offset
 from netprobe.errors import SetupError
+from netprobe.net.resolve import Resolver
 from netprobe.probes import REGISTRY, ProbeContext, ProbeSettings, ProbeTarget
 from netprobe.probes.base import ProbeSpec
-from netprobe.resolve import Resolver
-from netprobe.results import ProbeResult, utc_now
+from netprobe.probes.results import ProbeResult
+from netprobe.times import utc_now
 
 A = ProbeTarget(id="a", host="127.0.0.1")
 B = ProbeTarget(id="b", host="127.0.0.2")

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from netprobe.collector.config import parse_collector_config
-from netprobe.config import parse_config
-from netprobe.config_cli import app as config_app
+from netprobe.config.agent import parse_config
+from netprobe.config.cli import app as config_app
+from netprobe.config.collector import parse_collector_config
 from netprobe.errors import ConfigError, SetupError
 
 AGENT = """

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from netprobe.alerts.config import AlertRule
 from netprobe.alerts.engine import AlertEngine, align_down, align_up
 from netprobe.alerts.formats import Notification
 from netprobe.alerts.states import AlertState, step
+from netprobe.config.alerts import AlertRule
 from netprobe.store import Store, open_store
 from netprobe.store.schema import alert_states
 from tests.support.store import icmp_envelope

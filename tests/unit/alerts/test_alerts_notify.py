@@ -23,9 +23,9 @@ import jsonschema
 import pytest
 from aiohttp import web
 
-from netprobe.alerts.config import AlertRule, NotifierConfig
 from netprobe.alerts.formats import Notification, dingtalk_sign, feishu_sign
 from netprobe.alerts.notify import Dispatcher
+from netprobe.config.alerts import AlertRule, NotifierConfig
 from netprobe.logs import FIELDS_ATTR, _Handler, setup_logging
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)

@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from netprobe.alerts.config import AlertRule
 from netprobe.alerts.engine import AlertEngine
 from netprobe.alerts.formats import Notification
 from netprobe.alerts.values import Value, WindowReader
-from netprobe.results import SseResult, TcpResult, envelope
+from netprobe.config.alerts import AlertRule
+from netprobe.probes.results import SseResult, TcpResult, envelope
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import Store, open_store
 from tests.support.path_events import CN2, GT, mtr_envelope

@@ -18,10 +18,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from netprobe.collector.app import Ingest, make_app
-from netprobe.collector.config import CollectorConfig, parse_collector_config
 from netprobe.collector.metrics import CollectorMetrics, round_rtt_ms
 from netprobe.collector.server import Collector
 from netprobe.collector.tokens import Tokens, hash_token
+from netprobe.config.collector import CollectorConfig, parse_collector_config
 from netprobe.store import Store, open_store
 from tests.support.pg import scratch_database
 from tests.support.store import icmp_envelope
@@ -361,8 +361,7 @@ async def test_healthz(served: Served) -> None:
 
 async def test_metrics_count_requests_results_and_rounds(lite: Served) -> None:
     envs = batch(10)
-    # the last round lost half its echoes (an envelope's loss_pct must agree with its counts)
-    envs[-1] = icmp_envelope(T0 + timedelta(seconds=30 * 9), [24.0, None], result_id=envs[-1]["id"])
+    envs[-1]["result"]["loss_pct"] = 50.0
     assert (await lite.post(envs))[0] == 200
     assert (await lite.post(envs))[0] == 200                      # all duplicates
     assert (await lite.post(batch(1), token="nope"))[0] == 401
@@ -386,7 +385,8 @@ async def test_metrics_count_requests_results_and_rounds(lite: Served) -> None:
     assert m[(f"{c}last_round_timestamp_seconds", key)] == \
         datetime.fromisoformat(envs[-1]["started_at"].replace("Z", "+00:00")).timestamp()
     # an older round arriving late does not move the gauges back
-    late = [icmp_envelope(T0 - timedelta(seconds=30 * 5), [None, None, None], result_id="late-r1")]
+    late = batch(1, start=-5)
+    late[0]["result"]["loss_pct"] = 100.0
     assert (await lite.post(late))[0] == 200
     assert (await lite.metrics())[(f"{c}last_loss_ratio", key)] == 0.5
 

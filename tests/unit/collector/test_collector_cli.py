@@ -18,16 +18,16 @@ from typing import Any
 
 import pytest
 
-from netprobe.collector.config import (
+from netprobe.config.agent import InfluxConfig, LogConfig
+from netprobe.config.collector import (
     CollectorConfig,
     CollectorSection,
     CollectorStorageConfig,
     load_collector_config,
     parse_collector_config,
 )
-from netprobe.config import InfluxConfig, LogConfig
 from netprobe.errors import ConfigError
-from netprobe.results import utc_now
+from netprobe.times import utc_now
 from tests.support.pg import scratch_database
 from tests.support.store import icmp_envelope
 

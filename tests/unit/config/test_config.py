@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from netprobe.config import Config, load_config, parse_config
+from netprobe.config.agent import Config, load_config, parse_config
 from netprobe.errors import ConfigError
-from netprobe.pacing import DEFAULT_MAX_RATE
+from netprobe.net.pacing import DEFAULT_MAX_RATE
 from netprobe.probes import REGISTRY
 from netprobe.probes.base import ProbeTarget
 

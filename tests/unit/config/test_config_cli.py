@@ -8,7 +8,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from netprobe.config_cli import app
+from netprobe.config.cli import app
 
 ROOT = Path(__file__).resolve().parents[3]
 BAD = """

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from netprobe.alerts.config import AlertRule, NotifierConfig
-from netprobe.config import (
+from netprobe.config.agent import (
     AgentConfig,
     GeoIPConfig,
     LogConfig,
@@ -20,8 +19,9 @@ from netprobe.config import (
     TargetConfig,
     load_config,
 )
+from netprobe.config.alerts import AlertRule, NotifierConfig
 from netprobe.lab.spec import load_spec
-from netprobe.lines import ClassificationConfig, LineRule, PrefixEntry
+from netprobe.net.lines import ClassificationConfig, LineRule, PrefixEntry
 from netprobe.probes import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[3]

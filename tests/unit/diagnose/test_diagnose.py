@@ -29,10 +29,10 @@ from netprobe.diagnose.steps import (
 )
 from netprobe.diagnose.verdict import decide
 from netprobe.errors import SetupError
+from netprobe.farend.server import make_app, start
+from netprobe.probes.results import IcmpResult, envelope
 from netprobe.probes.sse import SseSettings
-from netprobe.results import IcmpResult, envelope
 from netprobe.stats import jitter, loss_pct, rtt_stats
-from netprobe.target.server import make_app, start
 
 FAST_LIVE = LiveSettings(count=3, interval=0.05, timeout=0.5, cycles=1, cycle_interval=0.1, tcp_count=3)
 

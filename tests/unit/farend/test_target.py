@@ -1,6 +1,6 @@
 """`netprobe target`: the SSE emitter, served for real on loopback and read by third-party clients.
 
-Most tests run the app in-process (netprobe.target.server.start on 127.0.0.1, ephemeral port) and
+Most tests run the app in-process (netprobe.farend.server.start on 127.0.0.1, ephemeral port) and
 read it with httpx / httpx-sse / the official openai SDK; the CLI tests run it as a subprocess.
 """
 
@@ -28,8 +28,8 @@ import openai
 import pytest
 from httpx_sse import aconnect_sse, connect_sse
 
-from netprobe.target.params import Limits
-from netprobe.target.server import make_app, start
+from netprobe.farend.params import Limits
+from netprobe.farend.server import make_app, start
 
 KEY = "sk-test-0123456789"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from netprobe.config_cli import app
-from netprobe.geoip import CACHE_SIZE, GeoInfo, GeoIP, mmdb_problem
+from netprobe.config.cli import app
+from netprobe.net.geoip import CACHE_SIZE, GeoInfo, GeoIP, mmdb_problem
 from tests.support.mmdb import write_asn_db, write_city_db
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -22,7 +22,7 @@ def dbs(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def geo_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if r.name == "netprobe.geoip" and r.levelno == logging.WARNING]
+    return [r for r in caplog.records if r.name == "netprobe.net.geoip" and r.levelno == logging.WARNING]
 
 
 def test_lookup_combines_asn_and_city(dbs: tuple[Path, Path]) -> None:
@@ -66,7 +66,7 @@ def test_lookups_are_cached_and_bounded(dbs: tuple[Path, Path]) -> None:
 def test_missing_database_warns_once_and_disables_that_part(tmp_path: Path, dbs: tuple[Path, Path],
                                                             caplog: pytest.LogCaptureFixture) -> None:
     missing = tmp_path / "GeoLite2-ASN.mmdb"
-    with caplog.at_level(logging.WARNING, logger="netprobe.geoip"), GeoIP(missing, dbs[1]) as geo:
+    with caplog.at_level(logging.WARNING, logger="netprobe.net.geoip"), GeoIP(missing, dbs[1]) as geo:
         for _ in range(3):
             assert geo.lookup("59.43.1.2") == GeoInfo(None, None, "CN", "Shanghai")
     records = geo_warnings(caplog)
@@ -80,7 +80,7 @@ def test_unreadable_database_warns_and_never_raises(tmp_path: Path, content: byt
                                                     caplog: pytest.LogCaptureFixture) -> None:
     bad = tmp_path / "bad.mmdb"
     bad.write_bytes(content)
-    with caplog.at_level(logging.WARNING, logger="netprobe.geoip"):
+    with caplog.at_level(logging.WARNING, logger="netprobe.net.geoip"):
         geo = GeoIP(asn_db=bad, city_db=bad)
     assert not geo.enabled
     assert geo.lookup("59.43.1.2") == NONE

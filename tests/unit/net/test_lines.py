@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from netprobe.config import parse_config
+from netprobe.config.agent import parse_config
 from netprobe.errors import ConfigError
-from netprobe.geoip import GeoInfo, GeoIP
-from netprobe.lines import (
+from netprobe.net.geoip import GeoInfo, GeoIP
+from netprobe.net.lines import (
     KNOWN_LABELS,
     ClassificationConfig,
     LineClassifier,

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from netprobe.config import parse_config
+from netprobe.config.agent import parse_config
 from netprobe.errors import ConfigError
 from netprobe.icmp.engine import IcmpEngine
-from netprobe.pacing import BURST_SECONDS, DEFAULT_MAX_RATE, RateCap, launch_paced, offsets
-from netprobe.targets_file import MAX_TARGETS
+from netprobe.net.pacing import BURST_SECONDS, DEFAULT_MAX_RATE, RateCap, launch_paced, offsets
+from netprobe.net.targets_file import MAX_TARGETS
 
 root = pytest.mark.skipif(os.geteuid() != 0, reason="raw ICMP sockets need root")
 
@@ -280,9 +280,9 @@ async def test_agent_rounds_falling_due_together_stay_under_the_cap() -> None:
     """Many agent rounds at once (start-up, a reload) go through the one engine: its cap holds, a
     reload's new cap applies to the running engine, and no request is dropped."""
     from netprobe.agent.scheduler import ProbeScheduler
+    from netprobe.net.resolve import Resolver
     from netprobe.probes import ProbeContext, ProbeTarget
     from netprobe.probes.icmp import IcmpSettings
-    from netprobe.resolve import Resolver
 
     ctx = ProbeContext(resolver=Resolver(), icmp_max_rate=2000.0)
     sched = ProbeScheduler(ctx, lambda target, result: None)

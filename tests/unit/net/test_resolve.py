@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from netprobe.resolve import Resolver
+from netprobe.net.resolve import Resolver
 
 
 class FakeClock:
@@ -136,7 +136,7 @@ async def test_a_cancelled_caller_does_not_cancel_the_shared_lookup() -> None:
 @pytest.mark.lab
 def test_real_unresolvable_name_in_an_isolated_namespace() -> None:
     """The system resolver really fails (no network in a fresh namespace): an error, not an exception."""
-    code = ("import asyncio; from netprobe.resolve import Resolver; "
+    code = ("import asyncio; from netprobe.net.resolve import Resolver; "
             "r = asyncio.run(Resolver().resolve('nonexistent.invalid')); print(r.error_kind, r.error)")
     out = subprocess.run(["unshare", "--net", sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60)

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from netprobe.errors import UsageError
-from netprobe.probe_cli import build_settings, check_family, collect
+from netprobe.net.targets_file import check_host, check_host_port, read_targets
+from netprobe.probes.cli import build_settings, check_family, collect
 from netprobe.probes.icmp import IcmpSettings
 from netprobe.probes.tcp import TcpSettings
-from netprobe.targets_file import check_host, check_host_port, read_targets
 
 
 def netprobe(*args: str, stdin: str | None = None, netns: bool = False) -> subprocess.CompletedProcess[str]:

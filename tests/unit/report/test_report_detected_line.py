@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from netprobe.report.data import detected_lines
 from netprobe.store import Store, open_store
+from netprobe.store.fleet import detected_lines
 from tests.support.pg import scratch_database
 from tests.support.report import NOW, mtr
 

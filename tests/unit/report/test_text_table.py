@@ -1,4 +1,4 @@
-"""netprobe.text_table prints the report and budget tables as rich's Table printed them: the same text,
+"""netprobe.report.text_table prints the report and budget tables as rich's Table printed them: the same text,
 character for character, and the same style on every visible character; wider than the console,
 every line is kept whole."""
 
@@ -14,11 +14,11 @@ from rich.console import Console
 from rich.style import Style
 from rich.text import Text
 
-from netprobe.budget.cli import print_budget
 from netprobe.budget.compute import BudgetParams
+from netprobe.budget.table import print_budget
 from netprobe.report.peak import PeakReport
 from netprobe.report.render_table import print_table, table
-from netprobe.text_table import TextTable
+from netprobe.report.text_table import TextTable
 from tests.support.tables import (
     budget,
     fleet,

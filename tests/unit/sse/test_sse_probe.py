@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from netprobe.net.resolve import Resolver
 from netprobe.probes.base import ProbeContext, ProbeTarget
+from netprobe.probes.results import SseResult
 from netprobe.probes.sse import SseSettings
 from netprobe.probes.sse import run as sse_run
-from netprobe.resolve import Resolver
-from netprobe.results import SseResult
 from netprobe.sse.parser import SseEvent
 
 Handler = Callable[[web.Request], Any]

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from netprobe.errors import UsageError
-from netprobe.targets_file import check_host_port
+from netprobe.net.targets_file import check_host_port
 
 DEFAULT_LISTEN = "0.0.0.0:8473"  # 8471 is the collector's; 8473 is the emitter's everywhere
 
@@ -47,8 +47,8 @@ def target(
                                 help="seconds streams in flight may run on after SIGTERM"),
 ) -> None:
     """Serve the SSE emitter: GET /sse, POST /v1/chat/completions (OpenAI-style), GET /healthz."""
+    from netprobe.farend.server import serve  # lazily: aiohttp only for this command
     from netprobe.logs import setup_logging
-    from netprobe.target.server import serve  # lazily: aiohttp only for this command
 
     host, port = parse_listen(listen)
     api_key = read_api_key(api_key_file) if api_key_file is not None else None

@@ -18,8 +18,8 @@ from typing import Any
 
 from aiohttp import web
 
-from netprobe.target.params import Limits, ParamError, int_param
-from netprobe.target.stream import CONFIG, send, sleep_until, start_stream, wait_with_comments
+from netprobe.farend.params import Limits, ParamError, int_param
+from netprobe.farend.stream import CONFIG, send, sleep_until, start_stream, wait_with_comments
 
 DEFAULT_MODEL = "netprobe-target"
 _EXTRAS = ("think_ms", "ping_ms", "interval_ms", "reasoning_tokens")

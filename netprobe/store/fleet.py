@@ -1,10 +1,10 @@
-"""Read-only queries the reports need beyond Store.hourly: agents, targets, the detected line."""
+"""Who measures what, over which line: the agents and targets on record and each pair's detected line
+(what the reports and diagnose ask beyond Store.hourly)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import Select, cast, func, literal, select
 from sqlalchemy.dialects.postgresql import JSONB
 
-from netprobe.store.engine import READ_ONLY, AsyncConnection, mapped_errors
+from netprobe.store.engine import AsyncConnection
 from netprobe.store.events import MTR, route_of
 from netprobe.store.schema import agents, path_changes, probe_results, targets
 from netprobe.store.store import Store
@@ -43,26 +43,32 @@ class DetectedLine:
     source: str               # "mtr" (latest stored round) or "event" (latest route event)
 
 
-@asynccontextmanager
-async def _read(store: Store, doing: str) -> AsyncIterator[AsyncConnection]:
-    # as Store._read: a read-only transaction, so SQLite does not take the write lock for it
-    async with mapped_errors(store.url, doing), store.engine.connect() as conn:
-        await conn.execution_options(**READ_ONLY)
-        yield conn
-
-
 async def load_agents(store: Store) -> dict[str, AgentInfo]:
     a = agents.c
-    async with _read(store, "reading agents from") as conn:
+    async with store._read("reading agents from") as conn:
         rows = (await conn.execute(select(a.id, a.region, a.isp, a.timezone))).all()
     return {r.id: AgentInfo(r.id, r.region, r.isp, r.timezone) for r in rows}
 
 
 async def load_targets(store: Store) -> dict[str, TargetInfo]:
     t = targets.c
-    async with _read(store, "reading targets from") as conn:
+    async with store._read("reading targets from") as conn:
         rows = (await conn.execute(select(t.id, t.host, t.datacenter, t.line))).all()
     return {r.id: TargetInfo(r.id, r.host, r.datacenter or None, r.line or None) for r in rows}
+
+
+@dataclass(frozen=True, slots=True)
+class TargetOptions:
+    id: str
+    host: str | None
+    options: Mapping[str, Any]   # the target as its agent last sent it (JSON), probe options included
+
+
+async def load_target_options(store: Store) -> list[TargetOptions]:
+    t = targets.c
+    async with store._read("reading targets from") as conn:
+        rows = (await conn.execute(select(t.id, t.host, t.info))).all()
+    return [TargetOptions(r.id, r.host, r.info if isinstance(r.info, dict) else {}) for r in rows]
 
 
 def _route_fields(c: Any, dialect: str) -> tuple[Any, ...]:
@@ -144,7 +150,7 @@ async def detected_lines(store: Store, pairs: Iterable[tuple[str, str]],
                 .join(newest, (p.agent_id == newest.c.agent_id) & (p.target_id == newest.c.target_id)
                       & (p.detected_at == newest.c.at))
                 .order_by(p.id))
-    async with _read(store, "reading routes from") as conn:
+    async with store._read("reading routes from") as conn:
         for row in (await conn.execute(events_q)).all():
             key = (row.agent_id, row.target_id)
             if key in wanted:   # several events at one instant: the last inserted wins

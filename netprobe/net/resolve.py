@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from netprobe.results import utc_now
+from netprobe.times import utc_now
 
 _FAMILY_NAMES: dict[int, str] = {socket.AF_INET: "IPv4", socket.AF_INET6: "IPv6"}
 

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
-from netprobe.config_base import StrictModel, as_tuple
+from netprobe.config.base import StrictModel, as_tuple
 
 if TYPE_CHECKING:
-    from netprobe.geoip import GeoInfo, GeoIP
+    from netprobe.net.geoip import GeoInfo, GeoIP
 
 FALLBACK = "other"
 SILENT = frozenset({"", "???", "*"})  # what an unanswered probe looks like in mtr output

@@ -10,13 +10,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from netprobe.config.loader import is_collector_file
 from netprobe.errors import ConfigError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from netprobe.alerts.config import NotifierConfig
-    from netprobe.config import Config
+    from netprobe.config.agent import Config
+    from netprobe.config.alerts import NotifierConfig
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 
@@ -31,11 +32,11 @@ def check(file: Path = typer.Argument(..., help="agent or collector configuratio
                                       show_default=False)) -> None:
     """Validate FILE (an agent's, or a collector's: one with [collector]): print OK and a summary,
     or every problem (one per line) and exit 2."""
-    from netprobe.config import load_config  # lazily: pydantic model building is slow to import
+    from netprobe.config.agent import load_config  # lazily: pydantic model building is slow to import
 
     out = Console(soft_wrap=True, highlight=False)
     try:
-        if _is_collector(file):
+        if is_collector_file(file):
             _check_collector(file, out)
             return
         config = load_config(file)
@@ -55,20 +56,9 @@ def check(file: Path = typer.Argument(..., help="agent or collector configuratio
     out.print(f"OK: {len(config.targets)} targets{note}, {jobs} jobs", markup=False)
 
 
-def _is_collector(file: Path) -> bool:
-    """A file with a [collector] table and no [agent] one; anything unparsable goes the agent's way,
-    which reports it."""
-    import tomllib
-
-    try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return False
-    return "collector" in data and "agent" not in data
-
 
 def _check_collector(file: Path, out: Console) -> None:
-    from netprobe.collector.config import load_collector_config
+    from netprobe.config.collector import load_collector_config
     from netprobe.store.urls import display_url
 
     cfg = load_collector_config(file)
@@ -98,7 +88,7 @@ def _unreadable(files: list[tuple[str, str]]) -> list[str]:
 
 def _check_files(config: Config, source: str) -> None:
     """Files the agent would only warn about at run time are problems here, where someone is looking."""
-    from netprobe.geoip import mmdb_problem
+    from netprobe.net.geoip import mmdb_problem
 
     problems = []
     for key, path in (("asn_db", config.geoip.asn_path), ("city_db", config.geoip.city_path)):

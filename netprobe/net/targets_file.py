@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from netprobe.errors import UsageError
-from netprobe.resolve import parse_literal
+from netprobe.net.resolve import parse_literal
 
 T = TypeVar("T")
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-import tomllib
 import zoneinfo
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar, get_args
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -28,12 +27,19 @@ from pydantic import (
     model_validator,
 )
 
-from netprobe.alerts.config import AlertRule, NotifierConfig, check_alerting
-from netprobe.config_base import Ident, StrictModel, as_tuple, check_unique
-from netprobe.durations import Duration
+from netprobe.config.alerts import AlertRule, NotifierConfig, check_alerting
+from netprobe.config.base import HttpUrl, HttpUrlOrOff, Ident, StrictModel, as_tuple, check_unique
+from netprobe.config.durations import Duration
+from netprobe.config.loader import (
+    parse_toml,
+    problem_text,
+    read_config_text,
+    validate_model,
+    validate_sections,
+)
 from netprobe.errors import ConfigError
-from netprobe.lines import ClassificationConfig
-from netprobe.pacing import DEFAULT_MAX_RATE
+from netprobe.net.lines import ClassificationConfig
+from netprobe.net.pacing import DEFAULT_MAX_RATE
 from netprobe.probes import REGISTRY, ProbeSettings, ProbeTarget
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -74,14 +80,11 @@ class StorageConfig(StrictModel):
     def _sqlalchemy_url(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        from sqlalchemy.engine import make_url
-        from sqlalchemy.exc import ArgumentError
+        from netprobe.store.urls import is_url  # SQLAlchemy is loaded only for a configured URL
 
-        try:
-            make_url(value)
-        except (ArgumentError, ValueError):  # ValueError: a port that is not a number
+        if not is_url(value):
             raise ValueError(f"{_redact_url(value)!r} is not a SQLAlchemy URL "
-                             "(e.g. sqlite:////var/lib/netprobe/netprobe.db)") from None
+                             "(e.g. sqlite:////var/lib/netprobe/netprobe.db)")
         return value
 
 
@@ -127,7 +130,7 @@ class MetricsConfig(StrictModel):
     @classmethod
     def _host_port(cls, value: str) -> str:
         if value:
-            from netprobe.targets_file import check_host_port
+            from netprobe.net.targets_file import check_host_port
 
             check_host_port(value)  # ValueError names what is wrong
         return value
@@ -135,7 +138,7 @@ class MetricsConfig(StrictModel):
     def address(self) -> tuple[str, int] | None:
         if not self.listen:
             return None
-        from netprobe.targets_file import check_host_port
+        from netprobe.net.targets_file import check_host_port
 
         host, port = check_host_port(self.listen)
         return host.strip("[]"), port
@@ -144,25 +147,17 @@ class MetricsConfig(StrictModel):
 class InfluxConfig(StrictModel):
     """[influxdb]: also write every round to an InfluxDB v2 write API; off unless `url` is set."""
 
-    url: str = Field(default="", description='e.g. "http://127.0.0.1:8086"; "": off')
+    url: HttpUrlOrOff = Field(default="", description='e.g. "http://127.0.0.1:8086"; "": off')
     org: str = Field(default="", description="organisation")
     bucket: str = Field(default="netprobe", min_length=1, description="bucket")
     token_file: str = Field(default="", description="file holding the API token (never logged)")
     token_env: str = Field(default="", description="or the environment variable holding it")
 
-    @field_validator("url")
-    @classmethod
-    def _http(cls, value: str) -> str:
-        if value and not re.match(r"^https?://[^/\s]+", value):
-            raise ValueError(f"{value!r} is not an http:// or https:// URL")
-        return value
-
-
 class UplinkConfig(StrictModel):
     """[uplink]: forward every stored round to a collector through the durable outbox; off unless `url`."""
 
-    url: str = Field(default="", description='collector base URL, e.g. "http://collector.example.net:8471"; '
-                                             '"": off')
+    url: HttpUrlOrOff = Field(default="", description='collector base URL, e.g. '
+                              '"http://collector.example.net:8471"; "": off')
     token: str = Field(default="", description="the agent's bearer token (prefer token_file)", repr=False)
     token_file: str = Field(default="", description="file holding the token (never logged)")
     token_env: str = Field(default="", description="or the environment variable holding it")
@@ -175,9 +170,7 @@ class UplinkConfig(StrictModel):
 
     @field_validator("url")
     @classmethod
-    def _http(cls, value: str) -> str:
-        if value and not re.match(r"^https?://[^/\s]+", value):
-            raise ValueError(f"{value!r} is not an http:// or https:// URL")
+    def _no_trailing_slash(cls, value: str) -> str:
         return value.rstrip("/")
 
     @model_validator(mode="after")
@@ -200,7 +193,7 @@ class TargetConfig(StrictModel):
     probes: Annotated[tuple[str, ...], BeforeValidator(as_tuple)] = Field(
         min_length=1, description="probes run against this target")
     tcp_port: int = Field(default=443, ge=1, le=65535, description="port of the tcp probe")
-    sse_url: str | None = Field(default=None, description="URL of the sse probe")
+    sse_url: HttpUrl | None = Field(default=None, description="URL of the sse probe")
     family: Literal["any", "ipv4", "ipv6"] = Field(default="any", description="address family to use")
     enabled: bool = Field(default=True, description="false keeps the target configured but unprobed")
 
@@ -217,13 +210,6 @@ class TargetConfig(StrictModel):
         # Per-item errors (unknown probe names) are reported by Config with their index.
         if len(set(value)) != len(value):
             raise ValueError("a probe is listed twice")
-        return value
-
-    @field_validator("sse_url")
-    @classmethod
-    def _sse_url(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^https?://[^/\s]+", value):
-            raise ValueError(f"{value!r} is not an http:// or https:// URL")
         return value
 
     @model_validator(mode="after")
@@ -308,26 +294,6 @@ def load_config(path: Path) -> Config:
     return parse_config(read_config_text(path), source=str(path))
 
 
-def read_config_text(path: Path) -> str:
-    """A config file's text; an unreadable file is a ConfigError naming it (agent and collector alike)."""
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(["file not found"], source=str(path)) from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError([f"not UTF-8 text (byte {exc.start})"], source=str(path)) from None
-    except OSError as exc:
-        raise ConfigError([f"cannot read: {exc.strerror or exc}"], source=str(path)) from None
-
-
-def parse_toml(text: str, source: str) -> dict[str, Any]:
-    """TOML text as a dict; a syntax error is a ConfigError giving its line and column."""
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError([_toml_problem(str(exc), text)], source=source) from None
-
-
 def parse_config(text: str, source: str = "<string>") -> Config:
     """Validate TOML text; raises ConfigError(problems, source) with one "path: message" per problem."""
     data = parse_toml(text, source)
@@ -363,21 +329,6 @@ def _build(data: dict[str, Any], problems: list[str]) -> Config | None:
     return config
 
 
-def validate_sections(data: Mapping[str, Any], sections: Mapping[str, type[BaseModel]],
-                      required: Collection[str], problems: list[str]) -> dict[str, Any]:
-    """Each [section] through its model (absent optional ones: the defaults); problems named by path."""
-    out: dict[str, Any] = {}
-    for name, model in sections.items():
-        raw = data.get(name, None if name in required else {})
-        if raw is None:
-            problems.append(f"{name}: missing section [{name}]")
-        elif not isinstance(raw, dict):
-            problems.append(f"{name}: must be a table ([{name}])")
-        else:
-            out[name] = _validate(model, raw, name, problems)
-    return out
-
-
 def _probe_defaults(raw: object, problems: list[str]
                     ) -> tuple[dict[str, dict[str, Any]], dict[str, ProbeSettings]]:
     """[probes.<name>] tables: raw (for merging) and validated (reported under probes.<name>)."""
@@ -394,7 +345,7 @@ def _probe_defaults(raw: object, problems: list[str]
         else:
             raws[name] = table
     for name, spec in REGISTRY.items():
-        settings = _validate(spec.settings_model, raws.get(name, {}), f"probes.{name}", problems)
+        settings = validate_model(spec.settings_model, raws.get(name, {}), f"probes.{name}", problems)
         if settings is not None:
             validated[name] = settings
     return raws, validated
@@ -417,7 +368,7 @@ def _targets(raw: object, defaults_raw: dict[str, dict[str, Any]], defaults: dic
         where = f"targets[{i}]"
         fields = {k: v for k, v in table.items() if k not in REGISTRY}
         overrides = {k: v for k, v in table.items() if k in REGISTRY}
-        target = _validate(TargetConfig, fields, where, problems, extra_allowed=tuple(REGISTRY))
+        target = validate_model(TargetConfig, fields, where, problems, extra_allowed=tuple(REGISTRY))
         probes = fields.get("probes")
         listed = [p for p in probes if isinstance(p, str)] if isinstance(probes, list) else []
         if isinstance(probes, list):
@@ -461,84 +412,12 @@ def _merged(probe: str, defaults: dict[str, Any], defaults_ok: bool, override: d
     except ValidationError as exc:
         for err in exc.errors():
             if defaults_ok or (err["loc"] and err["loc"][0] in override):
-                problems.append(_problem(where, err, model, ()))
+                problems.append(problem_text(where, err, model, ()))
         return None
-
-
-def _validate(model: type[_M], raw: dict[str, Any], where: str, problems: list[str],
-                            extra_allowed: tuple[str, ...] = ()) -> _M | None:
-    try:
-        # strict also for the probes' own settings models: TOML values are typed, no coercion.
-        return model.model_validate(raw, strict=True)
-    except ValidationError as exc:
-        for err in exc.errors():
-            # Unknown probe names inside `probes` are reported per item by the caller, with the list.
-            problems.append(_problem(where, err, model, extra_allowed))
-        return None
-
-
-def _problem(where: str, err: Any, model: type[BaseModel], extra_allowed: tuple[str, ...]) -> str:
-    loc: tuple[str | int, ...] = tuple(err["loc"])
-    path = where
-    for part in loc:
-        path += f"[{part}]" if isinstance(part, int) else f".{part}"
-    kind = err["type"]
-    if kind == "extra_forbidden":
-        holder = _model_at(model, loc)
-        allowed = [*holder.model_fields, *(extra_allowed if holder is model else ())]
-        return f"{path}: unknown key; allowed: {', '.join(allowed)}"
-    if kind == "missing":
-        return f"{path}: required key is missing"
-    if kind == "string_too_short" and err.get("ctx", {}).get("min_length") == 1:
-        return f"{path}: must not be empty"
-    msg = str(err["msg"])
-    msg = msg.removeprefix("Value error, ")
-    if kind not in ("value_error", "assertion_error") and not isinstance(err.get("input"), dict | list):
-        msg += f" (got {_shown(err.get('input'))})"
-    return f"{path}: {msg}"
-
-
-def _model_at(model: type[BaseModel], loc: tuple[str | int, ...]) -> type[BaseModel]:
-    """The nested model holding the key at the end of `loc` ([[classification.rules]] in a section)."""
-    for part in loc[:-1]:
-        field = model.model_fields.get(part) if isinstance(part, str) else None
-        inner = _model_in(field.annotation) if field is not None else None
-        if inner is not None:
-            model = inner
-    return model
-
-
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in get_args(annotation):
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    return None
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _available() -> str:
     return ", ".join(sorted(REGISTRY))
-
-
-def _toml_problem(message: str, text: str) -> str:
-    # tomllib: "Expected '=' after a key in a key/value pair (at line 3, column 5)", or
-    # "... (at end of document)" when the parser ran off the end.
-    m = re.search(r"\(at line (\d+), column (\d+)\)$", message)
-    if m:
-        return f"line {m.group(1)}, column {m.group(2)}: invalid TOML: {message[: m.start()].strip()}"
-    m = re.search(r"\(at end of document\)$", message)
-    if m:
-        lines = text.split("\n")
-        where = f"line {len(lines)}, column {len(lines[-1]) + 1} (end of file)"
-        return f"{where}: invalid TOML: {message[: m.start()].strip()}"
-    return f"invalid TOML: {message}"
 
 
 def _redact_url(url: str) -> str:

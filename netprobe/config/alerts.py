@@ -1,6 +1,6 @@
 """[[alerts]] and [[notifiers]]: models and list validation, one definition for agent and collector.
 
-Everything here names its field path (`alerts[1].notify[0]: unknown notifier 'opz'`); netprobe.config's
+Everything here names its field path (`alerts[1].notify[0]: unknown notifier 'opz'`); netprobe.config.agent's
 validation helpers are imported when a file is checked, not at import, since that module imports this.
 """
 
@@ -18,9 +18,10 @@ from pydantic import (
     field_validator,
 )
 
-from netprobe.config_base import Ident, StrictModel, as_tuple, check_unique
-from netprobe.durations import Duration
-from netprobe.secrets import read_secret
+from netprobe.config.base import Ident, StrictModel, as_tuple, check_unique, is_http_url
+from netprobe.config.durations import Duration
+from netprobe.config.loader import validate_model
+from netprobe.config.secrets import read_secret
 
 Metric = Literal["loss_pct", "rtt_p95_ms", "jitter_ms", "stalls_per_min", "path_change", "line_mismatch"]
 Op = Literal[">", ">=", "<", "<="]
@@ -124,7 +125,7 @@ class NotifierConfig(StrictModel):
             return value
         if not value:
             raise ValueError(f"required for kind {kind!r}")
-        if not re.match(r"^https?://[^/\s]+", value):
+        if not is_http_url(value):
             raise ValueError("is not an http:// or https:// URL")   # the value may hold a bot token
         return value
 
@@ -157,7 +158,6 @@ def check_alerting(data: Mapping[str, Any], problems: list[str], target_ids: Seq
                    ) -> tuple[tuple[AlertRule, ...], tuple[NotifierConfig, ...]]:
     """Validate the `alerts` and `notifiers` arrays of a config file; problems are appended, named by
     path. `target_ids`: the agent's targets, so a literal id that names none is caught (None: any)."""
-    from netprobe.config import _validate
 
     tables: dict[str, list[dict[str, Any]]] = {}
     for key, example in (("alerts", "[[alerts]]"), ("notifiers", "[[notifiers]]")):
@@ -170,7 +170,7 @@ def check_alerting(data: Mapping[str, Any], problems: list[str], target_ids: Seq
     notifiers: list[NotifierConfig] = []
     names: dict[str, int] = {}
     for i, table in enumerate(tables["notifiers"]):
-        notifier = _validate(NotifierConfig, table, f"notifiers[{i}]", problems)
+        notifier = validate_model(NotifierConfig, table, f"notifiers[{i}]", problems)
         check_unique(names, table.get("name"), i, f"notifiers[{i}].name", "notifier", "notifiers", problems)
         if notifier is not None:
             notifiers.append(notifier)
@@ -179,7 +179,7 @@ def check_alerting(data: Mapping[str, Any], problems: list[str], target_ids: Seq
     rule_names: dict[str, int] = {}
     for i, table in enumerate(tables["alerts"]):
         where = f"alerts[{i}]"
-        rule = _validate(AlertRule, table, where, problems)
+        rule = validate_model(AlertRule, table, where, problems)
         check_unique(rule_names, table.get("name"), i, f"{where}.name", "alert", "alerts", problems)
         notify = table.get("notify")
         for j, wanted in enumerate(notify if isinstance(notify, list) else []):

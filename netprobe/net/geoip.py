@@ -19,7 +19,7 @@ import maxminddb
 
 from netprobe.logs import log_event
 
-log = logging.getLogger("netprobe.geoip")
+log = logging.getLogger("netprobe.net.geoip")
 
 CACHE_SIZE = 4096
 Role = Literal["asn", "city"]

@@ -21,17 +21,17 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from netprobe.durations import parse_duration
+from netprobe.config.durations import parse_duration
 from netprobe.errors import UsageError
-from netprobe.pacing import launch_paced, stretched_round
+from netprobe.net.pacing import launch_paced, stretched_round
+from netprobe.net.resolve import Resolver, family_name, parse_literal
+from netprobe.net.targets_file import MAX_TARGETS, check_host, check_host_port, read_targets
 from netprobe.probes import REGISTRY
 from netprobe.probes.base import ProbeContext, ProbeSettings, ProbeTarget, RoundSettings
 from netprobe.probes.icmp import IcmpSettings
+from netprobe.probes.render import icmp_table, print_table, tcp_table
+from netprobe.probes.results import IcmpResult, MtrResult, ProbeResult, SseResult, TcpResult
 from netprobe.probes.tcp import TcpSettings
-from netprobe.render import icmp_table, print_table, tcp_table
-from netprobe.resolve import Resolver, family_name, parse_literal
-from netprobe.results import IcmpResult, MtrResult, ProbeResult, SseResult, TcpResult
-from netprobe.targets_file import MAX_TARGETS, check_host, check_host_port, read_targets
 
 app = typer.Typer(no_args_is_help=True, help="Run one probe now and print what it measured.")
 
@@ -317,9 +317,9 @@ async def _run_mtr(target: ProbeTarget, settings: Any, asn_db: str | None, city_
 
     from rich.live import Live
 
-    from netprobe.geoip import GeoIP
+    from netprobe.net.geoip import GeoIP
     from netprobe.probes.mtr import trace
-    from netprobe.render import console, mtr_table
+    from netprobe.probes.render import console, mtr_table
 
     geoip = GeoIP(Path(asn_db) if asn_db else None, Path(city_db) if city_db else None) \
         if asn_db or city_db else None
@@ -375,7 +375,7 @@ def sse_command(
         if as_json:
             sys.stdout.write(json.dumps(report) + "\n")
         else:
-            from netprobe.render import console, sse_sweep_table
+            from netprobe.probes.render import console, sse_sweep_table
 
             console().print(sse_sweep_table(report))
         raise typer.Exit(0 if all(lv["errors"] == 0 for lv in report["levels"]) else 1)
@@ -383,7 +383,7 @@ def sse_command(
 
     target = ProbeTarget(id=url, host=urlsplit(url).hostname or url, url=url)
     results = asyncio.run(run_targets("sse", [target], settings))
-    from netprobe.render import sse_table
+    from netprobe.probes.render import sse_table
 
     emit(results, as_json, False, lambda rs: sse_table([r for r in rs if isinstance(r, SseResult)]))
 

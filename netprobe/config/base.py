@@ -1,5 +1,6 @@
 """What every configuration model shares (agent, collector, alerts, line rules): typed TOML with
-unknown keys refused, TOML arrays accepted for tuple fields, and the one rule for ids and names."""
+unknown keys refused, TOML arrays accepted for tuple fields, the one rule for ids and names and the one
+for http(s) URLs."""
 
 from __future__ import annotations
 
@@ -8,10 +9,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
-# The one rule for ids (agents, targets, results) and names; the envelope validator applies it too.
-ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
-ID_RULE = "use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
-_ID_RE = re.compile(ID_PATTERN)
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 class StrictModel(BaseModel):
@@ -26,11 +24,29 @@ def as_tuple(value: object) -> object:
 
 def check_id(value: str) -> str:
     if not _ID_RE.match(value):
-        raise ValueError(f"{value!r} is not a valid id: {ID_RULE}")
+        raise ValueError(f"{value!r} is not a valid id: use 1-64 letters, digits, '.', '_' or '-', "
+                         "starting with a letter or digit")
     return value
 
 
 Ident = Annotated[str, AfterValidator(check_id)]
+
+_HTTP_URL_RE = re.compile(r"^https?://[^/\s]+")
+
+
+def is_http_url(value: str) -> bool:
+    return bool(_HTTP_URL_RE.match(value))
+
+
+def check_http_url(value: str) -> str:
+    if not is_http_url(value):
+        raise ValueError(f"{value!r} is not an http:// or https:// URL")
+    return value
+
+
+HttpUrl = Annotated[str, AfterValidator(check_http_url)]
+# The same, or "" for a key whose empty value means "off" ([influxdb] url, [uplink] url).
+HttpUrlOrOff = Annotated[str, AfterValidator(lambda v: v and check_http_url(v))]
 
 
 def check_unique(seen: dict[str, int], value: object, index: int, where: str, what: str, array: str,

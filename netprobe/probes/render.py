@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from netprobe.results import IcmpResult, MtrResult, ProbeResult, SseResult, TcpResult
+from netprobe.probes.results import IcmpResult, MtrResult, ProbeResult, SseResult, TcpResult
 from netprobe.stats import RttStats
 
 STAT_COLUMNS = ("min", "avg", "p50", "p95", "max", "stdev")

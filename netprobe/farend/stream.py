@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from netprobe.target.params import Limits
+from netprobe.farend.params import Limits
 
 # Content-Type with the charset spelled out; no-cache so no proxy stores a stream; X-Accel-Buffering
 # tells nginx (and proxies that copy it) to pass each event on at once instead of buffering.

@@ -9,15 +9,15 @@ import signal
 from aiohttp import web
 
 from netprobe.errors import UsageError
+from netprobe.farend.chat import handle_chat
+from netprobe.farend.params import Limits
+from netprobe.farend.sse import handle_sse
+from netprobe.farend.stream import CONFIG, TargetConfig
 from netprobe.logs import log_event
-from netprobe.target.chat import handle_chat
-from netprobe.target.params import Limits
-from netprobe.target.sse import handle_sse
-from netprobe.target.stream import CONFIG, TargetConfig
 
 __all__ = ["Limits", "make_app", "serve", "start"]
 
-log = logging.getLogger("netprobe.target")
+log = logging.getLogger("netprobe.farend")
 
 
 async def healthz(request: web.Request) -> web.Response:

@@ -6,17 +6,15 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator
 
-from netprobe.alerts.config import AlertRule, NotifierConfig, check_alerting
-from netprobe.config import (
+from netprobe.config.agent import (
     InfluxConfig,
     LogConfig,
     StorageConfig,
-    parse_toml,
-    read_config_text,
-    validate_sections,
 )
-from netprobe.config_base import StrictModel
-from netprobe.durations import Duration
+from netprobe.config.alerts import AlertRule, NotifierConfig, check_alerting
+from netprobe.config.base import StrictModel
+from netprobe.config.durations import Duration
+from netprobe.config.loader import parse_toml, read_config_text, validate_sections
 from netprobe.errors import ConfigError
 
 DEFAULT_LISTEN = "0.0.0.0:8471"
@@ -25,7 +23,7 @@ MB = 1 << 20
 
 def parse_listen(text: str) -> tuple[str, int]:
     """HOST:PORT or [V6ADDR]:PORT → (host without brackets, port); port 0 means any free port."""
-    from netprobe.targets_file import check_host_port
+    from netprobe.net.targets_file import check_host_port
 
     head, sep, port = text.strip().rpartition(":")
     if sep and port == "0" and (head.endswith("]") or ":" not in head):

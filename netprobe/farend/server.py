@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from contextlib import AsyncExitStack
 
 from aiohttp import web
 
@@ -13,6 +14,7 @@ from netprobe.farend.chat import handle_chat
 from netprobe.farend.params import Limits
 from netprobe.farend.sse import handle_sse
 from netprobe.farend.stream import CONFIG, TargetConfig
+from netprobe.lifecycle import Signals
 from netprobe.logs import log_event
 
 __all__ = ["Limits", "make_app", "serve", "start"]
@@ -60,21 +62,15 @@ async def serve(host: str, port: int, *, api_key: str | None = None, limits: Lim
 
     Shutdown stops accepting at once; streams in flight get `grace` seconds to end, then are cut.
     """
-    loop = asyncio.get_running_loop()
     stop = stop if stop is not None else asyncio.Event()
-    # Handlers first: a signal that arrives once "listening" is logged must stop us cleanly (exit 0).
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    try:
+    async with AsyncExitStack() as stack:
+        # Handlers first (they come off last): a signal that arrives once "listening" is logged must
+        # stop us cleanly (exit 0), and one during the stop must not cut it short.
+        Signals(stack).on(stop.set, signal.SIGTERM, signal.SIGINT)
         runner = await start(make_app(api_key, limits), host, port, grace=grace)
-        try:
-            for sockname in runner.addresses:
-                log_event(log, "info", "target listening", url=_url(sockname[0], sockname[1]),
-                          auth="bearer" if api_key else "none")
-            await stop.wait()
-            log_event(log, "info", "target stopping", grace_s=grace)
-        finally:
-            await runner.cleanup()
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
+        stack.push_async_callback(runner.cleanup)
+        for sockname in runner.addresses:
+            log_event(log, "info", "target listening", url=_url(sockname[0], sockname[1]),
+                      auth="bearer" if api_key else "none")
+        await stop.wait()
+        log_event(log, "info", "target stopping", grace_s=grace)

@@ -96,16 +96,6 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _has_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_nul(v) for v in value)
-    return False
-
-
 _DECODER = json.JSONDecoder(parse_constant=_no_constant)
 _WS = re.compile(r"[ \t\n\r]*")     # JSON's whitespace, as the json module skips it
 
@@ -183,8 +173,8 @@ def _fast(body: bytes) -> Parsed | None:
 
 
 def parse_json(body: bytes) -> Any:
-    """Strict JSON: no NaN/Infinity and no NUL characters, which PostgreSQL's jsonb refuses — a batch
-    the database cannot take must be a 400, not a 503 the agent would retry for ever."""
+    """Strict JSON: no NaN/Infinity. (A string with a NUL, which PostgreSQL's jsonb refuses, is the
+    envelope validator's to refuse, naming the envelope and field: a 400, not a 503 retried for ever.)"""
     return parse_request(body).data
 
 
@@ -193,26 +183,15 @@ def parse_request(body: bytes) -> Parsed:
     it need not serialise them again): orjson when it reads the body as the json module would, else
     the json module, which also words every error message."""
     parsed = _fast(body)
-    if parsed is None:
-        return _slow(body)
-    if b"\\u0000" in body and _has_nul(parsed.data):
-        raise _nul()
-    return parsed
-
-
-def _nul() -> Rejected:
-    return Rejected(400, "bad_json", "a JSON string contains \\u0000, which cannot be stored")
+    return parsed if parsed is not None else _slow(body)
 
 
 def _slow(body: bytes) -> Parsed:
     try:
         parsed = _array(body)
         data, texts = parsed if parsed is not None else (json.loads(body, parse_constant=_no_constant), None)
-        nul = b"\\u0000" in body and _has_nul(data)
     except ValueError as exc:      # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise Rejected(400, "bad_json", f"malformed JSON: {exc}") from None
     except RecursionError:
         raise Rejected(400, "bad_json", "malformed JSON: nested too deeply") from None
-    if nul:
-        raise _nul()
     return Parsed(data, texts=texts)

@@ -9,7 +9,10 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# The one rule for ids (agents, targets, results) and names; the envelope validator applies it too.
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+ID_RULE = "use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+_ID_RE = re.compile(ID_PATTERN)
 
 
 class StrictModel(BaseModel):
@@ -24,8 +27,7 @@ def as_tuple(value: object) -> object:
 
 def check_id(value: str) -> str:
     if not _ID_RE.match(value):
-        raise ValueError(f"{value!r} is not a valid id: use 1-64 letters, digits, '.', '_' or '-', "
-                         "starting with a letter or digit")
+        raise ValueError(f"{value!r} is not a valid id: {ID_RULE}")
     return value
 
 

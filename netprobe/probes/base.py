@@ -133,8 +133,10 @@ ProbeRun = Callable[[ProbeTarget, Any, ProbeContext], Awaitable[ProbeResult]]
 
 @dataclass(frozen=True, slots=True)
 class ProbeSpec:
-    """One registry entry: a name, its settings model, and `async run(target, settings, ctx)`."""
+    """One registry entry: a name, its settings model, `async run(target, settings, ctx)`, and the type
+    of what it returns (the envelope validator is derived from it)."""
 
     name: str
     settings_model: type[ProbeSettings]
     run: ProbeRun
+    result_type: type[ProbeResult] = ProbeResult     # what a probe adds to the common fields

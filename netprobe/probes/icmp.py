@@ -48,4 +48,4 @@ async def run(target: ProbeTarget, settings: IcmpSettings, ctx: ProbeContext) ->
     )
 
 
-SPEC = ProbeSpec(name="icmp", settings_model=IcmpSettings, run=run)
+SPEC = ProbeSpec(name="icmp", settings_model=IcmpSettings, run=run, result_type=IcmpResult)

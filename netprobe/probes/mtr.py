@@ -104,4 +104,4 @@ def _result(base: MtrResult, path: Path, target: ProbeTarget, ctx: ProbeContext,
     return result
 
 
-SPEC = ProbeSpec(name="mtr", settings_model=MtrSettings, run=run)
+SPEC = ProbeSpec(name="mtr", settings_model=MtrSettings, run=run, result_type=MtrResult)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-from netprobe.stats import RttStats
+from netprobe.stats import RttStats, loss_pct
 from netprobe.times import iso, utc_now
 
 if TYPE_CHECKING:
@@ -51,6 +52,48 @@ class ProbeResult:
             "error": self.error,
         }
 
+    # -- the JSON the envelope validator expects (netprobe.store.wire derives it from the fields) ----
+    @classmethod
+    def json_layout(cls) -> Mapping[str, object]:
+        """Fields whose to_dict() JSON is not the attribute as it is: key -> that JSON's type, None
+        for an attribute to_dict() does not write."""
+        return {}
+
+    @classmethod
+    def json_problems(cls, result: Mapping[str, Any]) -> list[str]:
+        """What the types cannot say about a well-typed to_dict(): "field: problem" each."""
+        return count_problems(result)
+
+
+def count_problems(result: Mapping[str, Any], *, answers_are_received: bool = True) -> list[str]:
+    """A round's counts against each other: received ≤ sent, one sample per request (when samples were
+    kept; `answers_are_received`: the answered ones are what was received), loss as stats.loss_pct."""
+    problems: list[str] = []
+    sent, received = result.get("sent", 0), result.get("received", 0)
+    if received > sent:
+        problems.append(f"received: {received} exceeds sent ({sent})")
+    samples = result.get("samples_ms") or []
+    if samples:
+        if len(samples) != sent:
+            problems.append(f"samples_ms: {len(samples)} samples for {sent} requests sent (one per request)")
+        answered = sum(s is not None for s in samples)
+        if answers_are_received and answered != received:
+            problems.append(f"samples_ms: {answered} answered samples, but received is {received}")
+    loss = result.get("loss_pct")
+    if loss is not None and "sent" in result:
+        # nothing sent: 0 % as defined, or 100 % as importers say of a round that could not send
+        want = (loss_pct(sent, received),) if sent else (0.0, 100.0)
+        if not any(abs(loss - w) <= 1e-9 * max(1.0, w) for w in want):
+            problems.append(f"loss_pct: {loss} is not 100·(sent−received)/sent = {want[0]:g} "
+                            f"(sent {sent}, received {received})")
+    return problems
+
+
+class RttSummaryJson(TypedDict):
+    min: float
+    avg: float
+    max: float
+
 
 @dataclass(slots=True)
 class IcmpResult(ProbeResult):
@@ -62,6 +105,11 @@ class IcmpResult(ProbeResult):
     rtt_ms: RttStats | None = None
     jitter_ms: float | None = None
     samples_ms: list[float | None] = field(default_factory=list)
+
+    @classmethod
+    def json_layout(cls) -> Mapping[str, object]:
+        # a RIPE Atlas summary-only ping (db import) keeps Atlas's own min/avg/max, no percentiles
+        return {"rtt_ms": RttStats | RttSummaryJson | None}
 
     def to_dict(self) -> dict[str, Any]:
         d = ProbeResult.to_dict(self)
@@ -94,6 +142,43 @@ class TcpResult(ProbeResult):
         return d
 
 
+class MtrHeaderJson(TypedDict):
+    """mtr's report.mtr block."""
+
+    src: str
+    dst: str
+    tos: int
+    tests: int
+    psize: str
+    bitpattern: str
+
+
+# One hop as mtr's JSON report writes it (netprobe.mtr.hops.Hop.to_dict), keys as mtr spells them.
+HubJson = TypedDict("HubJson", {
+    "count": int, "host": str, "Loss%": float, "Snt": int, "Last": float, "Avg": float, "Best": float,
+    "Wrst": float, "StDev": float, "Javg": float, "ASN": str, "org": str | None, "country": str | None,
+    "addresses": list[str], "rate_limited": bool, "icmp_errors": dict[str, int],
+    "samples_ms": list[float | None]})
+
+
+class MtrReportJson(TypedDict):
+    mtr: MtrHeaderJson
+    hubs: list[HubJson]
+
+
+class RouteJson(TypedDict, total=False):
+    """The route verdict as the mtr probe writes it: the line's label, the path's ASNs and hash, and
+    how it compares with the line the target was sold as. Every key may be missing: a round that never
+    traced has none (`{}`), older agents wrote fewer, and readers skip a route without a hash."""
+
+    label: str
+    asns: list[int]
+    hash: str
+    path_loss_pct: float
+    declared_line: str | None
+    mismatch: bool
+
+
 @dataclass(slots=True)
 class MtrResult(ProbeResult):
     """mtr's report layout (`report.mtr`, `report.hubs[]`) plus the route verdict, and the destination's
@@ -114,6 +199,11 @@ class MtrResult(ProbeResult):
     rtt_ms: RttStats | None = None   # destination RTT (last hop)
     jitter_ms: float | None = None
     samples_ms: list[float | None] = field(default_factory=list)
+
+    @classmethod
+    def json_layout(cls) -> Mapping[str, object]:
+        return {"hops": None, "source": None, "packet_size": None, "report": MtrReportJson,
+                "route": RouteJson}
 
     def to_dict(self) -> dict[str, Any]:
         d = ProbeResult.to_dict(self)
@@ -166,6 +256,11 @@ class SseResult(ProbeResult):
     loss_pct: float = 0.0
     jitter_ms: float | None = None
     samples_ms: list[float | None] = field(default_factory=list)
+
+    @classmethod
+    def json_problems(cls, result: Mapping[str, Any]) -> list[str]:
+        # a stream cut after its first event keeps that time, but was not received whole
+        return count_problems(result, answers_are_received=False)
 
     def to_dict(self) -> dict[str, Any]:
         d = ProbeResult.to_dict(self)

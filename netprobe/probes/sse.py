@@ -244,4 +244,4 @@ def _p50_p95(values: list[float]) -> dict[str, float] | None:
     return {"p50": percentile(s, 50), "p95": percentile(s, 95)}
 
 
-SPEC = ProbeSpec(name="sse", settings_model=SseSettings, run=run)
+SPEC = ProbeSpec(name="sse", settings_model=SseSettings, run=run, result_type=SseResult)

@@ -188,4 +188,4 @@ def _finish(res: TcpResult, t0: float) -> TcpResult:
     return res
 
 
-SPEC = ProbeSpec(name="tcp", settings_model=TcpSettings, run=run)
+SPEC = ProbeSpec(name="tcp", settings_model=TcpSettings, run=run, result_type=TcpResult)

@@ -361,7 +361,8 @@ async def test_healthz(served: Served) -> None:
 
 async def test_metrics_count_requests_results_and_rounds(lite: Served) -> None:
     envs = batch(10)
-    envs[-1]["result"]["loss_pct"] = 50.0
+    # the last round lost half its echoes (an envelope's loss_pct must agree with its counts)
+    envs[-1] = icmp_envelope(T0 + timedelta(seconds=30 * 9), [24.0, None], result_id=envs[-1]["id"])
     assert (await lite.post(envs))[0] == 200
     assert (await lite.post(envs))[0] == 200                      # all duplicates
     assert (await lite.post(batch(1), token="nope"))[0] == 401
@@ -385,8 +386,7 @@ async def test_metrics_count_requests_results_and_rounds(lite: Served) -> None:
     assert m[(f"{c}last_round_timestamp_seconds", key)] == \
         datetime.fromisoformat(envs[-1]["started_at"].replace("Z", "+00:00")).timestamp()
     # an older round arriving late does not move the gauges back
-    late = batch(1, start=-5)
-    late[0]["result"]["loss_pct"] = 100.0
+    late = [icmp_envelope(T0 - timedelta(seconds=30 * 5), [None, None, None], result_id="late-r1")]
     assert (await lite.post(late))[0] == 200
     assert (await lite.metrics())[(f"{c}last_loss_ratio", key)] == 0.5
 

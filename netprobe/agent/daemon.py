@@ -20,9 +20,10 @@ from netprobe.lifecycle import Alongside, Signals, background, closing
 from netprobe.logs import log_event, setup_logging
 from netprobe.net.resolve import Resolver
 from netprobe.probes import ProbeContext, ProbeTarget
-from netprobe.probes.results import ProbeResult, envelope
+from netprobe.probes.results import ProbeResult
 from netprobe.sinks.pipeline import Pipeline
 from netprobe.store import Store, open_store
+from netprobe.store.envelopes import Envelope, envelope_of
 from netprobe.store.upkeep import upkeep_loop
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ class StoreSink:
         self.store = store
         self.uplink = uplink
 
-    async def write(self, envelopes: list[dict[str, Any]]) -> None:
+    async def write(self, envelopes: list[Envelope]) -> None:
         if self.uplink is None:
             await self.store.write(envelopes)
             return
@@ -156,7 +157,7 @@ class Agent:
             body = result.to_dict()  # once: the envelope, the exporter and the log line all read it
             if metrics is not None:
                 metrics.observe(target, result, body)
-            pipeline.put(envelope(result, self.config.agent_envelope(), target.as_envelope(), body=body))
+            pipeline.put(envelope_of(result, self.config.agent_envelope(), target.as_envelope(), body=body))
             log_event(log, "info", "round", target=target.id, probe=result.probe, **round_fields(body))
 
         jobs = self._jobs()

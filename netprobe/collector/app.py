@@ -18,6 +18,7 @@ from netprobe.errors import RefusedValueError, StorageError
 from netprobe.logs import log_event
 from netprobe.sinks.pipeline import Pipeline
 from netprobe.store import EnvelopeError, Store
+from netprobe.store.envelopes import parse_envelopes
 
 log = logging.getLogger("netprobe.collector")
 
@@ -146,16 +147,18 @@ async def _store(ingest: Ingest, agent: str, parsed: Parsed) -> web.Response:
         raise Rejected(413, "too_large", f"{len(data)} envelopes in one request; the limit is "
                        f"{ingest.max_batch} (collector.max_batch): send smaller batches")
     for i, item in enumerate(data):
-        # malformed envelopes are left to Store.write, whose message names the index and field
+        # malformed envelopes are left to the validator below, whose message names the index and field
         owner = item.get("agent") if isinstance(item, dict) else None
         other = owner.get("id") if isinstance(owner, dict) else None
         if isinstance(other, str) and other != agent:
             raise Rejected(403, "forbidden", f"envelope {i}: agent.id {other!r} is not this token's agent "
                            f"({agent!r}); an agent may only send its own rounds")
     try:
-        stats = await ingest.store.write(data, texts=parsed.texts, source=parsed.source)
+        envelopes = parse_envelopes(data, parsed.texts)     # the wire edge: validated here, once
     except EnvelopeError as exc:
         raise Rejected(400, "bad_envelope", str(exc)) from None
+    try:
+        stats = await ingest.store.write(envelopes, source=parsed.source)
     except RefusedValueError as exc:
         # the batch can never be stored: the client's 400, not a 503 to retry
         raise Rejected(400, "bad_envelope",
@@ -167,7 +170,7 @@ async def _store(ingest: Ingest, agent: str, parsed: Parsed) -> web.Response:
         ingest.metrics.rounds(data)
         if ingest.pipeline is not None:
             # Some may be replays; InfluxDB keeps one point per series and time, so re-sending is harmless.
-            for env in data:
+            for env in envelopes:
                 ingest.pipeline.put(env)
     if stats.accepted or stats.expired:
         log_event(log, "debug", "ingested", agent=agent, accepted=stats.accepted,

@@ -6,13 +6,13 @@ an InfluxDB outage is counted and never slows probing."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from netprobe.config.secrets import read_secret
 
 if TYPE_CHECKING:
     from netprobe.config.agent import InfluxConfig
+    from netprobe.store.envelopes import Envelope
 
 TAGS = (("agent", "agent", "id"), ("region", "agent", "region"), ("isp", "agent", "isp"),
         ("target", "target", "id"), ("datacenter", "target", "datacenter"), ("line", "target", "line"))
@@ -33,21 +33,19 @@ def numeric_fields(result: Mapping[str, Any], prefix: str = "") -> Iterator[tupl
             yield from numeric_fields(value, f"{name}_")
 
 
-def to_line(env: Mapping[str, Any]) -> str:
+def to_line(env: Envelope) -> str:
     from influxdb_client.client.write.point import Point
     from influxdb_client.domain.write_precision import WritePrecision
 
-    point = Point(f"netprobe_{env['probe']}")
+    point = Point(f"netprobe_{env.probe}")
     for tag, part, key in TAGS:
-        value = (env.get(part) or {}).get(key)
+        value = (env.agent if part == "agent" else env.target).get(key)
         if value not in (None, ""):
             point.tag(tag, str(value))
-    result = env.get("result") or {}
-    point.field("up", int(result.get("status") == "ok"))
-    for name, value in numeric_fields(result):
+    point.field("up", int(env.status == "ok"))
+    for name, value in numeric_fields(env.raw["result"]):   # the result's JSON: its numbers by name
         point.field(name, float(value) if isinstance(value, float) else value)
-    started = datetime.fromisoformat(str(env["started_at"]).replace("Z", "+00:00"))
-    line: str = point.time(started, WritePrecision.NS).to_line_protocol()
+    line: str = point.time(env.started_at, WritePrecision.NS).to_line_protocol()
     return line
 
 
@@ -69,7 +67,7 @@ class InfluxSink:
         self._write = self._client.write_api()
         self._bucket = bucket
 
-    async def write(self, envelopes: list[dict[str, Any]]) -> None:
+    async def write(self, envelopes: list[Envelope]) -> None:
         # an exception keeps the batch queued; the pipeline retries it and counts the failure
         await self._write.write(bucket=self._bucket, record=[to_line(e) for e in envelopes])
 

@@ -7,9 +7,12 @@ import logging
 import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from netprobe.logs import log_event
+
+if TYPE_CHECKING:
+    from netprobe.store.envelopes import Envelope
 
 log = logging.getLogger("netprobe.pipeline")
 
@@ -17,7 +20,7 @@ log = logging.getLogger("netprobe.pipeline")
 class Sink(Protocol):
     name: str
 
-    async def write(self, envelopes: list[dict[str, Any]]) -> None: ...
+    async def write(self, envelopes: list[Envelope]) -> None: ...
     async def close(self) -> None: ...
 
 
@@ -30,7 +33,7 @@ class Pipeline:
         self._batch = batch
         self._max = max_queue
         self._flush_every = flush_every
-        self._queues: dict[str, list[dict[str, Any]]] = {s.name: [] for s in sinks}
+        self._queues: dict[str, list[Envelope]] = {s.name: [] for s in sinks}
         self._wake = {s.name: asyncio.Event() for s in sinks}
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
@@ -56,7 +59,7 @@ class Pipeline:
         finally:
             await self.close(grace)
 
-    def put(self, envelope: dict[str, Any]) -> None:
+    def put(self, envelope: Envelope) -> None:
         for sink in self._sinks:
             q = self._queues[sink.name]
             if len(q) >= self._max:

@@ -3,13 +3,14 @@ validator of netprobe.store.wire (derived from the probe's result type)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from netprobe.errors import UsageError
 from netprobe.probes import REGISTRY
+from netprobe.probes.results import ProbeResult, envelope
 from netprobe.store import wire
 
 
@@ -19,7 +20,9 @@ class EnvelopeError(UsageError):
 
 @dataclass(frozen=True, slots=True)
 class Envelope:
-    """A validated envelope: the fields the store indexes, plus the original dict."""
+    """One round as the store, the uplink and the sinks take it: the fields the store indexes, its
+    JSON (DESIGN §7) as a dict, and the typed result when this process measured it. Built by
+    envelope_of from a result (typed by construction) or by parse_envelope from the wire (validated)."""
 
     id: str
     probe: str
@@ -35,6 +38,7 @@ class Envelope:
     samples_ms: tuple[float, ...]        # received replies only
     raw: dict[str, Any]
     text: str | None = None              # the JSON text `raw` was parsed from, when known
+    result: ProbeResult | None = None    # the typed result, when this process measured it
 
 
 _AGENT_FIELDS = ("id", "region", "isp", "timezone")
@@ -60,6 +64,17 @@ def parse_envelope(data: Any, where: str = "envelope", text: str | None = None) 
         wire.check(data, spec.result_type if spec is not None else None)
     except wire.WireError as exc:
         raise EnvelopeError(f"{where}: {exc}") from None
+    return _record(data, text)
+
+
+def envelope_of(result: ProbeResult, agent: Mapping[str, Any], target: Mapping[str, Any], *,
+                result_id: str | None = None, body: dict[str, Any] | None = None) -> Envelope:
+    """This process's own round: its result's to_dict() (`body`, when the caller has it) in an
+    envelope, not validated again — it is typed by construction; the wire edges check what others send."""
+    return _record(envelope(result, dict(agent), dict(target), result_id=result_id, body=body), None, result)
+
+
+def _record(data: dict[str, Any], text: str | None, typed: ProbeResult | None = None) -> Envelope:
     result = data["result"]
     samples = result.get("samples_ms") or ()
     return Envelope(
@@ -69,7 +84,8 @@ def parse_envelope(data: Any, where: str = "envelope", text: str | None = None) 
         status=result["status"], sent=result.get("sent", 0), received=result.get("received", 0),
         duplicates=result.get("duplicates", 0), loss_pct=_real(result.get("loss_pct")),
         jitter_ms=_real(result.get("jitter_ms")),
-        samples_ms=tuple([float(v) for v in samples if v is not None]), raw=dict(data), text=text)
+        samples_ms=tuple([float(v) for v in samples if v is not None]), raw=dict(data), text=text,
+        result=typed)
 
 
 def parse_envelopes(items: Sequence[Any], texts: Sequence[str] | None = None) -> list[Envelope]:

@@ -14,6 +14,7 @@ import pytest
 
 from netprobe.sinks.influx import InfluxSink, numeric_fields, to_line
 from netprobe.sinks.pipeline import Pipeline
+from netprobe.store import parse_envelope
 from tests.support.store import icmp_envelope
 from tests.support.victoria import _export, _free_port, victoria_metrics
 
@@ -29,7 +30,7 @@ def vm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def test_line_protocol_shape() -> None:
     env = icmp_envelope(datetime(2026, 11, 20, 12, 0, tzinfo=UTC), [20.0, None, 22.0])
-    line = to_line(env)
+    line = to_line(parse_envelope(env))
     head, fields, ts = line.split(" ")
     assert head.startswith("netprobe_icmp,") and "target=" in head and "agent=" in head
     assert "loss_pct=" in fields and "rtt_ms_p95=" in fields and "samples_ms" not in fields
@@ -43,7 +44,7 @@ async def test_points_written_through_the_real_client_are_read_back(vm: str) -> 
     envs = [icmp_envelope(t0 + timedelta(minutes=i), [30.0 + i, 31.0 + i]) for i in range(5)]
     sink = InfluxSink(vm, "ops", "netprobe", "secret-token")
     try:
-        await sink.write(envs)
+        await sink.write([parse_envelope(e) for e in envs])
     finally:
         await sink.close()
     series = _export(vm, '{__name__="netprobe_icmp_rtt_ms_p50"}')
@@ -63,7 +64,7 @@ async def test_an_outage_is_counted_and_never_blocks() -> None:
     pipeline.start()
     t0 = time.monotonic()
     for i in range(200):
-        pipeline.put(icmp_envelope(datetime.now(UTC), [float(i)]))
+        pipeline.put(parse_envelope(icmp_envelope(datetime.now(UTC), [float(i)])))
     assert time.monotonic() - t0 < 0.5  # put never waits for the network
     await asyncio.sleep(1.5)
     stats = pipeline.stats()["influxdb"]

@@ -43,8 +43,8 @@ async def print_summary(cfg: Config, since: datetime, db_url: str | None) -> Non
                     "stdev ms", "jitter ms"):
             table.add_column(col, justify="left" if col in ("target", "probe", "line") else "right")
         for target, probe, _ in cfg.jobs():
-            envs = await store.results(cfg.agent.id, target.id, probe, start=since)
-            s = summarise(envs)
+            rows = await store.results(cfg.agent.id, target.id, probe, start=since)
+            s = summarise([row.envelope for row in rows])
             rtt = s["rtt"]
             table.add_row(target.id, probe, target.line, str(s["rounds"]), str(s["sent"]),
                           _fmt(s["loss_pct"]), _fmt(rtt.p50 if rtt else None), _fmt(rtt.p95 if rtt else None),

@@ -68,8 +68,8 @@ class WindowReader:
         cache_key = (probe, start, end)
         if cache_key not in self._rollups:
             out: dict[Key, Rollup] = {}
-            for raw in await self._store.results(self._agent, None, probe, start, end):
-                env = parse_envelope(raw)
+            for row in await self._store.results(self._agent, None, probe, start, end):
+                env = parse_envelope(row.envelope)
                 out.setdefault((str(env.agent["id"]), str(env.target["id"])), Rollup()).add(env)
             self._rollups[cache_key] = out
         return self._rollups[cache_key]

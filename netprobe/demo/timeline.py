@@ -69,7 +69,7 @@ def _batches(items: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
 
 async def replay(live: Store, demo: Store, timeline: Timeline) -> int:
     """Copy the live rounds onto the simulated day (oldest first, so route events come out in order)."""
-    rounds = [m for env in await live.results() if (m := moved(env, timeline)) is not None]
+    rounds = [m for row in await live.results() if (m := moved(row.envelope, timeline)) is not None]
     for batch in _batches(rounds):
         await demo.write(batch)
     return len(rounds)

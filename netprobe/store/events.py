@@ -69,6 +69,13 @@ class PathEvent:
                 "details": self.details}
 
 
+@dataclass(frozen=True, slots=True)
+class StoredPathEvent(PathEvent):
+    """A route event as Store.path_events reads it back: with its row id (insertion order)."""
+
+    id: int
+
+
 def route_of(result_id: str, started_at: datetime, envelope: Mapping[str, Any]) -> Route | None:
     """The route of a usable mtr result; None for another probe, a result in error, a destination not
     reached, or no path hash. Lenient about the shape: an odd route is unusable, never an error, so a

@@ -211,6 +211,8 @@ def _stamp(conn: AsyncConnection) -> Callable[[datetime], str]:
     return process
 
 _PING = text("SELECT 1")
+_RESULT_COLUMNS = tuple(probe_results.c[n] for n in ("id", "probe", "agent_id", "target_id", "started_at",
+                                                     "status", "envelope"))
 _READ_HORIZON = select(store_meta.c.value).where(store_meta.c.key == _HORIZON)   # built once: every write
 REFS_REFRESH_S = 60.0      # an unchanged agent/target row is rewritten (last_seen) at most this often
 _LOCK_TARGETS = (select(targets.c.id).where(targets.c.id.in_(bindparam("ids", expanding=True)))
@@ -229,6 +231,20 @@ def _sqlite_json(env: Envelope) -> str:
             env.text.encode()
             return env.text
     return _json(env.raw)
+
+
+@dataclass(frozen=True, slots=True)
+class ResultRow:
+    """A stored round as Store.results reads it: its indexed columns, and the envelope as written
+    (JSON: it is what export and re-import hand on)."""
+
+    id: str
+    probe: str
+    agent_id: str
+    target_id: str
+    started_at: datetime
+    status: str
+    envelope: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -615,10 +631,10 @@ class Store:
         rows = await self.hourly(agent_id, target_id, probe, start, end)
         return merge_hours(r for r in rows if hours is None or hours(r.hour))
 
-    def _results_query(self, what: Any, agent_id: str | None, target_id: str | None, probe: str | None,
-                       start: datetime | None, end: datetime | None) -> Select[Any]:
+    def _results_query(self, what: Sequence[Any], agent_id: str | None, target_id: str | None,
+                       probe: str | None, start: datetime | None, end: datetime | None) -> Select[Any]:
         c = probe_results.c
-        q: Select[Any] = select(what).select_from(probe_results)
+        q: Select[Any] = select(*what).select_from(probe_results)
         for col, value in ((c.agent_id, agent_id), (c.target_id, target_id), (c.probe, probe)):
             if value is not None:
                 q = q.where(col == value)
@@ -632,24 +648,25 @@ class Store:
                             probe: str | None = None, start: datetime | None = None,
                             end: datetime | None = None) -> int:
         """Raw rounds stored (started_at in [start, end))."""
-        q = self._results_query(func.count(), agent_id, target_id, probe, start, end)
+        q = self._results_query((func.count(),), agent_id, target_id, probe, start, end)
         async with self._read("counting results in") as conn:
             return int((await conn.execute(q)).scalar_one())
 
     async def results(self, agent_id: str | None = None, target_id: str | None = None,
                       probe: str | None = None, start: datetime | None = None, end: datetime | None = None,
-                      limit: int | None = None) -> list[dict[str, Any]]:
-        """Raw envelopes (as written), oldest first."""
+                      limit: int | None = None) -> list[ResultRow]:
+        """Stored rounds, oldest first."""
         c = probe_results.c
-        q = self._results_query(c.envelope, agent_id, target_id, probe, start, end)
+        q = self._results_query(_RESULT_COLUMNS, agent_id, target_id, probe, start, end)
         q = q.order_by(c.started_at, c.id).limit(limit)
         async with self._read("reading results from") as conn:
-            return [dict(row[0]) for row in await conn.execute(q)]
+            return [ResultRow(i, p, a, t, s, st, dict(e)) for i, p, a, t, s, st, e in await conn.execute(q)]
 
     async def path_events(self, agent_id: str | None = None, target_id: str | None = None,
-                          kind: str | None = None, since: datetime | None = None) -> list[dict[str, Any]]:
-        """Route events (kind path_change or line_mismatch) detected at or after `since`, oldest first;
-        each a dict of the path_changes columns. None for a filter means every one."""
+                          kind: str | None = None, since: datetime | None = None
+                          ) -> list[events.StoredPathEvent]:
+        """Route events (kind path_change or line_mismatch) detected at or after `since`, oldest first.
+        None for a filter means every one."""
         p = path_changes.c
         q = select(path_changes)
         for col, value in ((p.agent_id, agent_id), (p.target_id, target_id), (p.kind, kind)):
@@ -659,7 +676,10 @@ class Store:
             q = q.where(p.detected_at >= _aware(since, "since"))
         q = q.order_by(p.detected_at, p.id)
         async with self._read("reading path events from") as conn:
-            return [dict(row) for row in (await conn.execute(q)).mappings()]
+            return [events.StoredPathEvent(id=r.id, agent_id=r.agent_id, target_id=r.target_id,
+                                           detected_at=r.detected_at, kind=r.kind, old_hash=r.old_hash,
+                                           new_hash=r.new_hash, label=r.label, details=r.details)
+                    for r in await conn.execute(q)]
 
     # -- transactions -----------------------------------------------------------------------------
     @asynccontextmanager

@@ -92,7 +92,7 @@ def collected_ids(db_url: str, agent_id: str) -> list[str]:
     async def read() -> list[str]:
         store = await open_store(db_url, upgrade=False)
         try:
-            return [str(e["id"]) for e in await store.results(agent_id)]
+            return [r.id for r in await store.results(agent_id)]
         finally:
             await store.close()
 

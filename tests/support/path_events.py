@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -17,6 +18,7 @@ from netprobe.net.lines import path_hash
 from netprobe.probes.results import MtrResult, envelope
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import LINE_MISMATCH, PATH_CHANGE, Store, open_store
+from netprobe.store.events import StoredPathEvent
 from tests.support.store import AGENT, TARGET, icmp_envelope
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -84,8 +86,11 @@ def error_envelope(started_at: datetime, *, target: str | None = None) -> dict[s
     return envelope(result, AGENT, {**TARGET, "id": target or TARGET["id"]})
 
 
-def brief(events: Sequence[dict[str, Any]]) -> list[tuple[str, datetime, str | None, str | None, str | None]]:
-    return [(e["kind"], e["detected_at"], e["old_hash"], e["new_hash"], e["label"]) for e in events]
+Brief = tuple[str, datetime, str | None, str | None, str | None]
+
+
+def brief(events: Sequence[StoredPathEvent]) -> list[Brief]:
+    return [(e.kind, e.detected_at, e.old_hash, e.new_hash, e.label) for e in events]
 
 
 def change(at: datetime, old: Trace, new: Trace) -> tuple[str, datetime, str, str, str]:
@@ -120,8 +125,8 @@ class PathEventScenarios:
                                  mtr_envelope(t(10), CN2))
         await write_each(store, [first, second])
         [event] = await store.path_events()
-        assert event == {
-            "id": event["id"], "agent_id": "sh-ct-1", "target_id": "hk-cn2", "detected_at": t(5),
+        assert asdict(event) == {
+            "id": event.id, "agent_id": "sh-ct-1", "target_id": "hk-cn2", "detected_at": t(5),
             "kind": PATH_CHANGE, "old_hash": h(CN2), "new_hash": h(GT), "label": "cn2-gt",
             "details": {
                 "before": {"label": "cn2-gia", "hash": h(CN2),
@@ -131,19 +136,19 @@ class PathEventScenarios:
                           "hops": [["192.168.1.1"], ["100.64.0.1"], ["202.97.12.1"], ["59.43.1.1"],
                                    ["198.18.0.2"]]},
                 "result_id": second["id"]}}
-        assert event["detected_at"].tzinfo is UTC
+        assert event.detected_at.tzinfo is UTC
 
         await store.write([third])
         events = await store.path_events()
         assert brief(events) == [change(t(5), CN2, GT), change(t(10), GT, CN2)]
-        assert events[1]["details"]["before"]["hops"] == event["details"]["after"]["hops"]
-        assert events[1]["details"]["result_id"] == third["id"]
+        assert events[1].details["before"]["hops"] == event.details["after"]["hops"]
+        assert events[1].details["result_id"] == third["id"]
 
     async def test_another_address_at_a_hop_is_a_change_with_the_same_label(self, store: Store) -> None:
         await write_each(store, [mtr_envelope(t(0), CN2), mtr_envelope(t(5), CN2_ECMP)])
         [event] = await store.path_events()
         assert brief([event]) == [change(t(5), CN2, CN2_ECMP)]
-        assert event["details"]["after"]["hops"][3] == ["59.43.1.1", "59.43.1.5"]
+        assert event.details["after"]["hops"][3] == ["59.43.1.1", "59.43.1.5"]
 
     async def test_errors_and_unreached_results_are_ignored_and_keep_the_baseline(self, store: Store) -> None:
         in_error = mtr_envelope(t(15), GT)
@@ -164,7 +169,7 @@ class PathEventScenarios:
         await store.write([mtr_envelope(t(35), GT)])
         events = await store.path_events()
         assert brief(events) == [change(t(35), CN2, GT), mismatch(t(35), CN2, GT)]
-        assert events[0]["details"]["before"]["hash"] == h(CN2)
+        assert events[0].details["before"]["hash"] == h(CN2)
 
     async def test_the_baseline_is_found_past_many_unusable_rounds(self, store: Store) -> None:
         dark = [mtr_envelope(t(1 + i), GT, reached=False) for i in range(70)]
@@ -200,7 +205,7 @@ class PathEventScenarios:
                     change(t(30), CN2_ECMP, C163), change(t(35), C163, CN2)]
         events = await store.path_events()
         assert brief(events) == expected
-        assert [e["details"]["result_id"] for e in events] == [rounds[i]["id"] for i in (1, 3, 4, 6, 7)]
+        assert [e.details["result_id"] for e in events] == [rounds[i]["id"] for i in (1, 3, 4, 6, 7)]
 
         # the same rounds one at a time (the agent) or in consecutive batches (an uplink): the same events
         for name, batches in (("one-by-one", [[r] for r in rounds]),
@@ -243,9 +248,9 @@ class PathEventScenarios:
             change(t(30), CN2, GT), mismatch(t(30), CN2, GT),
             change(t(35), GT, C163), mismatch(t(35), GT, C163),
         ]
-        assert events[0]["details"] == {"declared": "cn2-gia", "detected": "cn2-gt", "asns": [4134, 4809],
+        assert events[0].details == {"declared": "cn2-gia", "detected": "cn2-gt", "asns": [4134, 4809],
                                         "hash": h(GT), "result_id": first["id"]}
-        assert [e["details"]["detected"] for e in await store.path_events(kind=LINE_MISMATCH)] == \
+        assert [e.details["detected"] for e in await store.path_events(kind=LINE_MISMATCH)] == \
             ["cn2-gt", "cn2-gt", "163"]
 
     async def test_targets_and_agents_are_independent(self, store: Store) -> None:
@@ -264,14 +269,14 @@ class PathEventScenarios:
         assert brief(await store.path_events(target_id="b", agent_id="sh-ct-1")) == [change(t(11), GT, CN2)]
         assert brief(await store.path_events(agent_id="bj-cu-1")) == [change(t(7), CN2, GT)]
         every = await store.path_events()
-        assert [(e["agent_id"], e["target_id"]) for e in every] == \
+        assert [(e.agent_id, e.target_id) for e in every] == \
             [("sh-ct-1", "a"), ("bj-cu-1", "b"), ("sh-ct-1", "b")]
 
     async def test_reading_filters_by_kind_and_time(self, store: Store) -> None:
         await write_each(store, [mtr_envelope(t(0), CN2), mtr_envelope(t(5), GT), mtr_envelope(t(10), CN2),
                                  mtr_envelope(t(15), GT)])
         assert len(await store.path_events()) == 5
-        assert [e["kind"] for e in await store.path_events(kind=PATH_CHANGE)] == [PATH_CHANGE] * 3
+        assert [e.kind for e in await store.path_events(kind=PATH_CHANGE)] == [PATH_CHANGE] * 3
         assert brief(await store.path_events(since=t(10))) == [
             change(t(10), GT, CN2), change(t(15), CN2, GT), mismatch(t(15), CN2, GT)]
         assert await store.path_events(since=t(16)) == []

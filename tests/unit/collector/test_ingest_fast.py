@@ -10,6 +10,7 @@ import dataclasses
 import json
 import math
 from collections.abc import Iterator
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -418,7 +419,7 @@ async def test_source_path_stores_what_the_plain_path_stores(two_databases: tupl
         rows = [await s.hourly(None, None, None, T0, end) for s in (fast, plain)]
         assert [r.to_dict() for r in rows[0]] == [r.to_dict() for r in rows[1]]
         assert [r.rollup.to_row() for r in rows[0]] == [r.rollup.to_row() for r in rows[1]]
-        events = [[{k: v for k, v in e.items() if k != "id"} for e in await s.path_events()]
+        events = [[{k: v for k, v in asdict(e).items() if k != "id"} for e in await s.path_events()]
                   for s in (fast, plain)]
         assert events[0] == events[1] and len(events[0]) == 2          # there and back
     finally:
@@ -500,7 +501,7 @@ async def test_route_history_read_for_many_pairs_at_once_finds_the_same_events(t
         try:
             for batch in batches:
                 assert await pg.write(batch) == await lite.write(batch)
-            events = [[{k: v for k, v in e.items() if k != "id"} for e in await s.path_events()]
+            events = [[{k: v for k, v in asdict(e).items() if k != "id"} for e in await s.path_events()]
                       for s in (pg, lite)]
             assert events[0] == events[1] and len(events[0]) > 10
         finally:

@@ -81,7 +81,7 @@ async def test_write_is_idempotent_and_rollups_are_not_doubled(store: Store) -> 
     assert sum(r.rounds for r in rows) == 20
 
     # stored envelopes are returned as written
-    back = await store.results(probe="icmp")
+    back = [r.envelope for r in await store.results(probe="icmp")]
     assert [e["id"] for e in back] == [e["id"] for e in envs]
     assert back[3] == envs[3]
 

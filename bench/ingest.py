@@ -37,7 +37,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -136,8 +136,7 @@ def _mtr(rng: random.Random, pair: _Pair, started: datetime, classifier: Any) ->
         probe="mtr", host=pair.target["host"], address=pair.dest, started_at=started,
         status="ok" if got else "down", duration_ms=10_000.0, cycles=10, max_hops=30, reached=bool(got),
         source="bench-agent", hops=hops, packet_size=64,
-        route={**route.to_dict(), "path_loss_pct": hops[-1].loss_pct, "declared_line": pair.target["line"],
-               "mismatch": route.mismatch},
+        route=replace(route, path_loss_pct=hops[-1].loss_pct, declared_line=pair.target["line"]),
         sent=10, received=len(got), loss_pct=hops[-1].loss_pct, rtt_ms=rtt_stats(got),
         jitter_ms=jitter(samples), samples_ms=samples)
 

@@ -124,8 +124,10 @@ async def live_floor(url: str, live: LiveSettings = LiveSettings()) -> NetworkFl
         if isinstance(traced, str):
             notes.append(f"mtr skipped: {traced}")
         else:
-            line = traced.route.get("label")
-            path_loss = traced.route.get("path_loss_pct", traced.loss_pct)
+            route = traced.route
+            line = route.label if route is not None else None
+            path_loss = (route.path_loss_pct if route is not None and route.path_loss_pct is not None
+                         else traced.loss_pct)
             if traced.status != "ok" and traced.error:
                 notes.append(f"mtr: {traced.error}")
         if isinstance(pinged, IcmpResult) and pinged.rtt_ms is not None:

@@ -179,13 +179,23 @@ class LineClassifier:
 
 @dataclass(frozen=True, slots=True)
 class RouteVerdict:
+    """One mtr round's route: the line it looks like, and (once the probe knows them) the path's loss
+    and the line the target was sold as."""
+
     label: str
     asns: list[int]  # unique, in path order
     hash: str
     mismatch: bool  # the declared line is detectable and is not what was detected
+    path_loss_pct: float | None = None
+    declared_line: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "asns": list(self.asns), "hash": self.hash}
+        """The route of `probe mtr --json` and of the envelope (the keys the probe knows)."""
+        d: dict[str, Any] = {"label": self.label, "asns": list(self.asns), "hash": self.hash}
+        if self.path_loss_pct is not None:
+            d.update(path_loss_pct=self.path_loss_pct, declared_line=self.declared_line,
+                     mismatch=self.mismatch)
+        return d
 
 
 def path_hash(hops: Sequence[Sequence[str]]) -> str:

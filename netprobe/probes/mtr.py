@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -97,8 +98,7 @@ def _result(base: MtrResult, path: Path, target: ProbeTarget, ctx: ProbeContext,
         error=error if not got else None, duration_ms=(time.monotonic() - t0) * 1000,
         mode=base.mode, port=base.port, cycles=base.cycles, max_hops=base.max_hops, reached=path.reached,
         source=base.source, hops=path.hops, packet_size=size,
-        route={**route.to_dict(), "path_loss_pct": path.loss_pct, "declared_line": target.line or None,
-               "mismatch": route.mismatch},
+        route=replace(route, path_loss_pct=path.loss_pct, declared_line=target.line or None),
         sent=len(samples) if dest is not None else base.cycles, received=len(got), loss_pct=path.loss_pct,
         rtt_ms=rtt_stats(got), jitter_ms=jitter(samples), samples_ms=samples)
     return result

@@ -102,12 +102,11 @@ def mtr_table(r: MtrResult) -> Table:
 
 def _route_caption(r: MtrResult) -> str:
     route = r.route
-    if not route:
+    if route is None:
         return ""
-    text = (f"line [bold]{route.get('label', 'other')}[/]  path loss {pct(r.loss_pct)}%  "
-            f"hash {route.get('hash', '')}")
-    if route.get("mismatch"):
-        text += f"  [red]declared {escape(str(route.get('declared_line')))}[/]"
+    text = f"line [bold]{route.label}[/]  path loss {pct(r.loss_pct)}%  hash {route.hash}"
+    if route.mismatch:
+        text += f"  [red]declared {escape(str(route.declared_line))}[/]"
     if any(h.rate_limited for h in r.hops):
         text += "  [dim](rl: loss at that hop only — ICMP rate limiting, not path loss)[/]"
     return text

@@ -13,6 +13,7 @@ from netprobe.times import iso, utc_now
 
 if TYPE_CHECKING:
     from netprobe.mtr.hops import Hop
+    from netprobe.net.lines import RouteVerdict
 
 # ok: the target answered (possibly with some loss); down: the probe ran and the target failed
 # (100 % loss, every connect refused); error: the probe could not run (name does not resolve, ...).
@@ -192,7 +193,7 @@ class MtrResult(ProbeResult):
     source: str = ""                 # this host's name, as mtr's report.mtr.src
     packet_size: int = 64            # bytes on the wire per probe, as mtr's report.mtr.psize
     hops: list[Hop] = field(default_factory=list)
-    route: dict[str, Any] = field(default_factory=dict)
+    route: RouteVerdict | None = None      # None: the round never traced (the name did not resolve)
     sent: int = 0                    # probes that reached the destination's TTL
     received: int = 0
     loss_pct: float = 0.0            # path loss = the destination's loss
@@ -215,7 +216,7 @@ class MtrResult(ProbeResult):
             report={"mtr": {"src": self.source, "dst": self.host, "tos": 0, "tests": self.cycles,
                             "psize": str(self.packet_size), "bitpattern": "0x00"},
                     "hubs": [h.to_dict() for h in self.hops]},
-            route=dict(self.route))
+            route=self.route.to_dict() if self.route is not None else {})
         return d
 
 

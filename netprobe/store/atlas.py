@@ -26,6 +26,7 @@ import math
 import re
 import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -202,8 +203,7 @@ def _traceroute(obj: Mapping[str, Any], name: str, dst: str | None, started: dat
                      error_kind=error_kind, error=error, mode=_mode(obj), port=port, cycles=cycles,
                      max_hops=max((h.count for h in hops), default=0), reached=reached,
                      source=f"atlas-{obj['prb_id']}", packet_size=size if size is not None else 64, hops=hops,
-                     route={**route.to_dict(), "path_loss_pct": path_loss, "declared_line": None,
-                            "mismatch": False},
+                     route=replace(route, path_loss_pct=path_loss, declared_line=None, mismatch=False),
                      sent=dest.sent if dest else cycles, received=len(got), loss_pct=path_loss,
                      rtt_ms=rtt_stats(got), jitter_ms=jitter(samples), samples_ms=samples)
 

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import pytest
 
 from netprobe.mtr.hops import Hop
-from netprobe.net.lines import path_hash
+from netprobe.net.lines import RouteVerdict, path_hash
 from netprobe.probes.results import MtrResult, envelope
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import LINE_MISMATCH, PATH_CHANGE, Store, open_store
@@ -68,8 +68,8 @@ def mtr_envelope(started_at: datetime, trace: Trace, *, target: str | None = Non
     samples: list[float | None] = hubs[-1].samples_ms if reached else [None, None]
     got = [s for s in samples if s is not None]
     label = trace.label
-    route = {"label": label, "asns": ASNS[label], "hash": h(trace), "path_loss_pct": loss_pct(2, len(got)),
-             "declared_line": declared, "mismatch": label != declared if mismatch is None else mismatch}
+    route = RouteVerdict(label=label, asns=ASNS[label], hash=h(trace), path_loss_pct=loss_pct(2, len(got)),
+                         declared_line=declared, mismatch=label != declared if mismatch is None else mismatch)
     result = MtrResult(probe="mtr", host=TARGET["host"], started_at=started_at,
                        status="ok" if got else "down", address="198.18.0.2", cycles=2, max_hops=30,
                        reached=reached, hops=hubs, route=route,

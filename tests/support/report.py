@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from netprobe.net.lines import RouteVerdict
 from netprobe.probes.results import IcmpResult, MtrResult, SseResult, TcpResult, envelope
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import open_store
@@ -126,9 +127,9 @@ def mtr(ts: datetime, agent: str, target: str, samples: list[float | None], labe
     declared = TARGETS[target]["line"]
     r = MtrResult(probe="mtr", host=TARGETS[target]["host"], started_at=ts, address="198.18.0.9",
                   status="ok" if got else "down", cycles=len(samples), max_hops=30, reached=bool(got),
-                  route={"label": label, "asns": [4809, 4134], "hash": digest,
-                         "path_loss_pct": loss_pct(len(samples), len(got)), "declared_line": declared,
-                         "mismatch": label != declared},
+                  route=RouteVerdict(label=label, asns=[4809, 4134], hash=digest,
+                                     path_loss_pct=loss_pct(len(samples), len(got)), declared_line=declared,
+                                     mismatch=label != declared),
                   sent=len(samples), received=len(got), loss_pct=loss_pct(len(samples), len(got)),
                   rtt_ms=rtt_stats(got), jitter_ms=jitter(samples), samples_ms=samples)
     return envelope(r, AGENTS[agent], TARGETS[target])

@@ -25,6 +25,7 @@ from netprobe.probes.sse import SseSettings
 from netprobe.probes.tcp import TcpSettings
 
 if TYPE_CHECKING:
+    from netprobe.probes.sse import LoadLevel
     from netprobe.store.store import Store
 
 Source = Literal["stored", "live"]
@@ -296,11 +297,12 @@ class SweepLevel:
     error_kinds: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, level: dict[str, Any]) -> SweepLevel:
-        ttft, tpot = level.get("ttft_ms") or {}, level.get("tpot_ms") or {}
-        return cls(concurrency=int(level["concurrency"]), ttft_p50_ms=ttft.get("p50"),
-                   ttft_p95_ms=ttft.get("p95"), tpot_p50_ms=tpot.get("p50"), tpot_p95_ms=tpot.get("p95"),
-                   errors=int(level["errors"]), error_kinds=dict(level.get("error_kinds") or {}))
+    def of(cls, level: LoadLevel) -> SweepLevel:
+        ttft, tpot = level.ttft_ms, level.tpot_ms
+        return cls(concurrency=level.concurrency, ttft_p50_ms=ttft.p50 if ttft else None,
+                   ttft_p95_ms=ttft.p95 if ttft else None, tpot_p50_ms=tpot.p50 if tpot else None,
+                   tpot_p95_ms=tpot.p95 if tpot else None, errors=level.errors,
+                   error_kinds=dict(level.error_kinds))
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,7 +315,7 @@ async def concurrency_sweep(url: str, settings: SseSettings, levels: list[int]) 
     from netprobe.probes.sse import sweep
 
     report = await sweep(url, settings, levels)
-    return Sweep(levels=tuple(SweepLevel.of(lv) for lv in report["levels"]))
+    return Sweep(levels=tuple(SweepLevel.of(lv) for lv in report.levels))
 
 
 def read_key_file(path: str) -> None:

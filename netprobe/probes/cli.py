@@ -373,12 +373,12 @@ def sse_command(
     if levels is not None:
         report = asyncio.run(sweep(url, settings, levels))
         if as_json:
-            sys.stdout.write(json.dumps(report) + "\n")
+            sys.stdout.write(json.dumps(report.to_dict()) + "\n")
         else:
             from netprobe.probes.render import console, sse_sweep_table
 
             console().print(sse_sweep_table(report))
-        raise typer.Exit(0 if all(lv["errors"] == 0 for lv in report["levels"]) else 1)
+        raise typer.Exit(0 if all(lv.errors == 0 for lv in report.levels) else 1)
     from urllib.parse import urlsplit
 
     target = ProbeTarget(id=url, host=urlsplit(url).hostname or url, url=url)

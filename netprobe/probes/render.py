@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -11,6 +11,9 @@ from rich.table import Table
 
 from netprobe.probes.results import IcmpResult, MtrResult, ProbeResult, SseResult, TcpResult
 from netprobe.stats import RttStats
+
+if TYPE_CHECKING:
+    from netprobe.probes.sse import SweepReport
 
 STAT_COLUMNS = ("min", "avg", "p50", "p95", "max", "stdev")
 
@@ -123,12 +126,13 @@ def sse_table(results: Sequence[SseResult]) -> Table:
     return t
 
 
-def sse_sweep_table(report: dict[str, Any]) -> Table:
-    t = _table(f"sse concurrency sweep: {escape(report['url'])} ({report['mode']}, ms)",
+def sse_sweep_table(report: SweepReport) -> Table:
+    t = _table(f"sse concurrency sweep: {escape(report.url)} ({report.mode}, ms)",
                ["concurrency", "ttft p50", "ttft p95", "tpot p50", "tpot p95", "errors"])
-    for lv in report["levels"]:
-        ttft, tpot = lv["ttft_ms"] or {}, lv["tpot_ms"] or {}
-        kinds = ", ".join(f"{k} {n}" for k, n in sorted(lv["error_kinds"].items()))
-        t.add_row(str(lv["concurrency"]), ms(ttft.get("p50")), ms(ttft.get("p95")), ms(tpot.get("p50")),
-                  ms(tpot.get("p95")), f"{lv['errors']}" + (f" ({kinds})" if kinds else ""))
+    for lv in report.levels:
+        ttft, tpot = lv.ttft_ms, lv.tpot_ms
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(lv.error_kinds.items()))
+        t.add_row(str(lv.concurrency), ms(ttft.p50 if ttft else None), ms(ttft.p95 if ttft else None),
+                  ms(tpot.p50 if tpot else None), ms(tpot.p95 if tpot else None),
+                  f"{lv.errors}" + (f" ({kinds})" if kinds else ""))
     return t

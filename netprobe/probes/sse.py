@@ -9,6 +9,7 @@ import json
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -216,7 +217,44 @@ def _result(target: ProbeTarget, settings: SseSettings, started: Any, t0: float,
     return r
 
 
-async def sweep(url: str, settings: SseSettings, levels: Sequence[int]) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class Spread:
+    p50: float
+    p95: float
+
+    def to_dict(self) -> dict[str, float]:
+        return {"p50": self.p50, "p95": self.p95}
+
+
+@dataclass(frozen=True, slots=True)
+class LoadLevel:
+    """One level of a concurrency sweep: first-event time (TTFT) and TPOT over its successful streams."""
+
+    concurrency: int
+    ttft_ms: Spread | None
+    tpot_ms: Spread | None
+    errors: int
+    error_kinds: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"concurrency": self.concurrency,
+                "ttft_ms": self.ttft_ms.to_dict() if self.ttft_ms is not None else None,
+                "tpot_ms": self.tpot_ms.to_dict() if self.tpot_ms is not None else None,
+                "errors": self.errors, "error_kinds": dict(self.error_kinds)}
+
+
+@dataclass(frozen=True, slots=True)
+class SweepReport:
+    url: str
+    mode: str
+    levels: tuple[LoadLevel, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """`probe sse --concurrency … --json` (DESIGN §7)."""
+        return {"url": self.url, "mode": self.mode, "levels": [lv.to_dict() for lv in self.levels]}
+
+
+async def sweep(url: str, settings: SseSettings, levels: Sequence[int]) -> SweepReport:
     """Per level, that many streams at once on fresh connections: TTFT and TPOT p50/p95, errors."""
     key = api_key(settings) if settings.mode == "openai" else None
     target = ProbeTarget(id=url, host=urlsplit(url).hostname or url, url=url)
@@ -231,17 +269,17 @@ async def sweep(url: str, settings: SseSettings, levels: Sequence[int]) -> dict[
             for r in results:
                 if r.status != "ok":
                     errors[r.error_kind or r.status] = errors.get(r.error_kind or r.status, 0) + 1
-            out.append({"concurrency": level, "ttft_ms": _p50_p95(ttft),
-                        "tpot_ms": _p50_p95([v for v in tpot if v is not None]),
-                        "errors": sum(errors.values()), "error_kinds": errors})
-    return {"url": url, "mode": settings.mode, "levels": out}
+            out.append(LoadLevel(concurrency=level, ttft_ms=_p50_p95(ttft),
+                                 tpot_ms=_p50_p95([v for v in tpot if v is not None]),
+                                 errors=sum(errors.values()), error_kinds=errors))
+    return SweepReport(url=url, mode=settings.mode, levels=tuple(out))
 
 
-def _p50_p95(values: list[float]) -> dict[str, float] | None:
+def _p50_p95(values: list[float]) -> Spread | None:
     if not values:
         return None
     s = sorted(values)
-    return {"p50": percentile(s, 50), "p95": percentile(s, 95)}
+    return Spread(p50=percentile(s, 50), p95=percentile(s, 95))
 
 
 SPEC = ProbeSpec(name="sse", settings_model=SseSettings, run=run, result_type=SseResult)

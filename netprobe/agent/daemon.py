@@ -154,10 +154,11 @@ class Agent:
 
         def on_result(target: ProbeTarget, result: ProbeResult) -> None:
             self.rounds += 1
-            body = result.to_dict()  # once: the envelope, the exporter and the log line all read it
+            body = result.to_dict()  # once: the envelope and the log line both read it
+            env = envelope_of(result, self.config.agent_envelope(), target.as_envelope(), body=body)
             if metrics is not None:
-                metrics.observe(target, result, body)
-            pipeline.put(envelope_of(result, self.config.agent_envelope(), target.as_envelope(), body=body))
+                metrics.observe(target, env)
+            pipeline.put(env)
             log_event(log, "info", "round", target=target.id, probe=result.probe, **round_fields(body))
 
         jobs = self._jobs()

@@ -7,7 +7,7 @@ by aiohttp on the agent's event loop.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from aiohttp import web
@@ -23,8 +23,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from netprobe.probes.base import ProbeTarget
-from netprobe.probes.results import ProbeResult
 from netprobe.sinks.metrics import SinkCollector, SinkStats
+from netprobe.store.envelopes import Envelope
 
 # 1 ms … 1 s: the span of a route's RTT (loopback to trans-Pacific 163 at peak), denser where lines differ
 RTT_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.1, 0.13, 0.16, 0.2, 0.25,
@@ -83,23 +83,21 @@ class Metrics:
         if uplink_stats is not None:
             r.register(_UplinkCollector(uplink_stats))
 
-    def observe(self, target: ProbeTarget, result: ProbeResult, d: Mapping[str, Any]) -> None:
-        """`d` is result.to_dict(), made once per round by the caller."""
-        labels = (target.id, result.probe, target.datacenter, target.line)
-        self.rounds.labels(*labels, result.status).inc()
-        self.last.labels(*labels).set(result.started_at.timestamp())
-        if result.status != "ok":
-            self.errors.labels(*labels, result.error_kind or result.status).inc()
-        loss = d.get("loss_pct")
-        if isinstance(loss, int | float) and d.get("sent"):
-            self.loss.labels(*labels).set(loss / 100.0)
-        jitter = d.get("jitter_ms")
-        if isinstance(jitter, int | float):
-            self.jitter.labels(*labels).set(jitter / 1000.0)
+    def observe(self, target: ProbeTarget, env: Envelope) -> None:
+        """One round of this agent's (the envelope it stores and uploads)."""
+        labels = (target.id, env.probe, target.datacenter, target.line)
+        self.rounds.labels(*labels, env.status).inc()
+        self.last.labels(*labels).set(env.started_at.timestamp())
+        if env.status != "ok":
+            kind = env.result.error_kind if env.result is not None else None
+            self.errors.labels(*labels, kind or env.status).inc()
+        if env.loss_pct is not None and env.sent:
+            self.loss.labels(*labels).set(env.loss_pct / 100.0)
+        if env.jitter_ms is not None:
+            self.jitter.labels(*labels).set(env.jitter_ms / 1000.0)
         hist = self.rtt.labels(*labels)
-        for v in d.get("samples_ms") or []:
-            if isinstance(v, int | float):
-                hist.observe(v / 1000.0)
+        for v in env.samples_ms:          # the answered ones
+            hist.observe(v / 1000.0)
 
     def text(self) -> bytes:
         return generate_latest(self.registry)

@@ -175,8 +175,15 @@ def _lost(rng: np.random.Generator, route: Route, peak: bool, shape: tuple[int, 
 
 def _round(probe: str, k: int, every: int, result: dict[str, Any]) -> dict[str, Any]:
     started = _POOL_HOUR + timedelta(seconds=k * every + 3)
-    return {"id": f"pool-{probe}-{k}", "probe": probe, "started_at": started.isoformat(),
-            "agent": {"id": "pool"}, "target": {"id": "pool"}, "result": {"probe": probe, **result}}
+    # A whole, valid envelope: the store's parse_envelope checks it as strictly as the collector does.
+    stamp = started.isoformat()
+    return {"id": f"pool-{probe}-{k}", "probe": probe, "started_at": stamp,
+            "agent": {"id": "pool"}, "target": {"id": "pool"},
+            "result": {"probe": probe, "host": "pool", "started_at": stamp, **result}}
+
+
+def _stats_json(stats: Any) -> dict[str, float] | None:
+    return None if stats is None else stats.to_dict()
 
 
 def _samples_rounds(probe: str, every: int, rtts: np.ndarray, lost: np.ndarray) -> list[dict[str, Any]]:
@@ -188,8 +195,9 @@ def _samples_rounds(probe: str, every: int, rtts: np.ndarray, lost: np.ndarray) 
         got = [v for v in samples if v is not None]
         body: dict[str, Any] = {"status": "ok" if got else "down", "sent": len(samples), "received": len(got),
                 "loss_pct": loss_pct(len(samples), len(got)), "jitter_ms": jitter(samples),
-                "samples_ms": samples, "rtt_ms": rtt_stats(got)}
-        if probe == "tcp":
+                "samples_ms": samples, "rtt_ms": _stats_json(rtt_stats(got))}
+        if probe == "tcp":             # a tcp round's figures are its connect times
+            body["connect_ms"] = body.pop("rtt_ms")
             body["port"] = 443
             body["failures"] = {"timeout": len(samples) - len(got)} if len(got) < len(samples) else {}
         out.append(_round(probe, k, every, body))

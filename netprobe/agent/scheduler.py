@@ -75,7 +75,7 @@ class ProbeScheduler:
         started = utc_now()
         try:
             async with asyncio.timeout(settings.round_seconds() + TIMEOUT_SLACK) as bound:
-                return await spec.run(target, settings, self._ctx)
+                return await spec.round(target, settings, self._ctx)
         except SetupError as exc:  # e.g. an IPv6 target on a host without IPv6: that target's data
             return ProbeResult(probe=probe, host=target.host, started_at=started, status="error",
                                error_kind="setup", error=str(exc))

@@ -406,7 +406,7 @@ def _merged(probe: str, defaults: dict[str, Any], defaults_ok: bool, override: d
     """Validate override-over-defaults; errors are named under the target. With valid defaults every
     error is the override's doing; with invalid ones (already reported under probes.<name>) only the
     override's own fields are checked, over the model defaults."""
-    model = REGISTRY[probe].settings_model
+    model: type[ProbeSettings] = REGISTRY[probe].settings_model
     try:
         return model.model_validate({**(defaults if defaults_ok else {}), **override}, strict=True)
     except ValidationError as exc:

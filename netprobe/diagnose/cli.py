@@ -82,8 +82,8 @@ def diagnose(
     """Diagnose a slow first token: network floor, one request, a concurrency sweep, then which segment
     is over budget — route/region, model/framework, or capacity."""
     from netprobe.budget.compute import budget_params
-    from netprobe.probes.cli import _levels, build_settings
-    from netprobe.probes.sse import SseSettings, check_url
+    from netprobe.probes.cli_common import build_settings
+    from netprobe.probes.sse import SseSettings, check_url, concurrency_levels
     from netprobe.report.windows import HourWindow
 
     from .steps import read_key_file, url_host_port
@@ -94,7 +94,7 @@ def diagnose(
         raise UsageError(f"URL: {exc}") from None
     url_host_port(url)   # a bad port is a usage error too
     try:
-        levels = _levels(concurrency)
+        levels = concurrency_levels(concurrency)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     params = budget_params(ttft_ms, tpot_ms, tls, keepalive, calls)

@@ -18,11 +18,10 @@ from urllib.parse import urlsplit
 from netprobe.errors import SetupError, StorageError, UsageError
 from netprobe.net.resolve import Resolver
 from netprobe.probes.base import ProbeContext, ProbeTarget
-from netprobe.probes.icmp import IcmpSettings
-from netprobe.probes.mtr import MtrSettings
-from netprobe.probes.results import IcmpResult, MtrResult, SseResult, TcpResult
-from netprobe.probes.sse import SseSettings
-from netprobe.probes.tcp import TcpSettings
+from netprobe.probes.icmp import IcmpResult, IcmpSettings
+from netprobe.probes.mtr import MtrResult, MtrSettings
+from netprobe.probes.sse import SseResult, SseSettings
+from netprobe.probes.tcp import TcpResult, TcpSettings
 
 if TYPE_CHECKING:
     from netprobe.probes.sse import LoadLevel

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -13,6 +13,8 @@ from netprobe.probes.results import ProbeResult
 
 if TYPE_CHECKING:
     import asyncio
+
+    from rich.table import Table
 
     from netprobe.icmp.engine import IcmpEngine
     from netprobe.mtr.engine import TraceEngine
@@ -128,15 +130,98 @@ class ProbeContext:
             self.geoip.close()
 
 
-ProbeRun = Callable[[ProbeTarget, Any, ProbeContext], Awaitable[ProbeResult]]
+S = TypeVar("S", bound=ProbeSettings, covariant=True)
+R = TypeVar("R", bound=ProbeResult, covariant=True)
+# covariant: a spec of IcmpSettings/IcmpResult is a ProbeSpec[ProbeSettings, ProbeResult] in the
+# registry; ProbeSpec.round checks at run time that the settings are the spec's own model.
+ProbeRun = Callable[[ProbeTarget, S, ProbeContext], Awaitable[R]]
 
 
 @dataclass(frozen=True, slots=True)
-class ProbeSpec:
-    """One registry entry: a name, its settings model, `async run(target, settings, ctx)`, and the type
-    of what it returns (the envelope validator is derived from it)."""
+class ProbeCli:
+    """`netprobe probe <name>`: its typer command and how its results print as a table. Built by the
+    spec's `cli` hook, on demand, so the agent never imports typer or rich."""
+
+    command: Callable[..., None]
+    epilog: str | None = None
+    table: Callable[[Sequence[ProbeResult]], Table] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TargetOption:
+    """A `[[targets]]` key a probe adds (tcp_port, sse_url): its type and pydantic Field (default,
+    bounds, description), the ProbeTarget attribute it fills, and whether a target listing the probe
+    must set it. `check` validates a given value (raises ValueError naming the problem)."""
+
+    key: str
+    annotation: Any                   # a type as pydantic reads it (int, str | None, …)
+    field: Any                        # pydantic FieldInfo
+    fills: str                        # ProbeTarget attribute: "port" or "url"
+    required: bool = False
+    check: Callable[[Any], Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RollupFigure:
+    """A figure an hour (or any merge of hours) derives from the probe's rollup extras: the mean of
+    `extra` over the rounds that had it, or with `per` the sum of `extra` over the sum of `per`
+    divided by `per_scale` (stalls per minute: stalls over stream seconds / 60)."""
 
     name: str
-    settings_model: type[ProbeSettings]
-    run: ProbeRun
-    result_type: type[ProbeResult] = ProbeResult     # what a probe adds to the common fields
+    extra: str
+    per: str | None = None
+    per_scale: float = 1.0
+
+
+# The probe-specific sums one round's result (its JSON body) adds to its hour: (name, value) pairs.
+RollupExtras = Callable[[Mapping[str, Any]], list[tuple[str, float]]]
+
+
+@dataclass(frozen=True, slots=True)
+class ReportRole:
+    """What a probe gives the peak report. `rtt_rank`: it can be a row's RTT source (0 first; a
+    higher rank only where no lower one measured the target). `figures`: (report field, rollup
+    figure) pairs read from its merged window, e.g. ("tcp_connect_p95_ms", "rtt_p95_ms")."""
+
+    rtt_rank: int | None = None
+    figures: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AlertMetric:
+    """An alert metric a probe provides. For one target the probe of lowest `rank` that has rounds in
+    the window is judged. `events`: counted from route events, not read from rounds."""
+
+    name: str
+    rank: int = 0
+    events: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSpec(Generic[S, R]):
+    """One registry entry: everything probe-specific, so config, scheduler, store, rollups, alerts,
+    reports and the CLI work over the registry and never name a probe."""
+
+    name: str
+    settings_model: type[S]
+    run: ProbeRun[S, R]
+    result_type: type[ProbeResult] = ProbeResult
+    cli: Callable[[], ProbeCli] | None = None           # lazy: imports typer/rich only when called
+    target_options: tuple[TargetOption, ...] = ()
+    rollup_extras: RollupExtras | None = None
+    rollup_figures: tuple[RollupFigure, ...] = ()
+    report: ReportRole = ReportRole()
+    alert_metrics: tuple[AlertMetric, ...] = ()
+    # route events: the probe's stored rounds are what netprobe.store.events reads for them
+    route_events: bool = False
+    # the agent opens the shared ICMP engine up front (fail fast without raw-socket permission)
+    uses_icmp_engine: bool = False
+    # agent-wide settings that may not be overridden per target (config says so, naming the key)
+    agent_wide: tuple[str, ...] = ()
+
+    async def round(self, target: ProbeTarget, settings: ProbeSettings, ctx: ProbeContext) -> ProbeResult:
+        """One round with settings validated elsewhere (config, the CLI) by this spec's model."""
+        if not isinstance(settings, self.settings_model):
+            raise TypeError(f"probe {self.name}: settings are {type(settings).__name__}, "
+                            f"not {self.settings_model.__name__}")
+        return await self.run(target, settings, ctx)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import Field
 
 from netprobe.config.durations import Duration
 from netprobe.net.pacing import DEFAULT_MAX_RATE
-from netprobe.probes.base import ProbeContext, ProbeSpec, ProbeTarget, RoundSettings
-from netprobe.probes.results import IcmpResult
-from netprobe.stats import jitter, loss_pct, rtt_stats
+from netprobe.probes.base import ProbeCli, ProbeContext, ProbeSpec, ProbeTarget, RoundSettings
+from netprobe.probes.results import ProbeResult, RttSummaryJson
+from netprobe.stats import RttStats, jitter, loss_pct, rtt_stats
 from netprobe.times import utc_now
 
 
@@ -22,6 +25,30 @@ class IcmpSettings(RoundSettings):
     max_rate: float = Field(default=DEFAULT_MAX_RATE, gt=0, le=1_000_000,
                             description="echo requests per second per address family, all targets together; "
                                         "requests over it wait their turn")
+
+
+@dataclass(slots=True)
+class IcmpResult(ProbeResult):
+    sent: int = 0
+    received: int = 0
+    duplicates: int = 0
+    late: int = 0
+    loss_pct: float = 0.0
+    rtt_ms: RttStats | None = None
+    jitter_ms: float | None = None
+    samples_ms: list[float | None] = field(default_factory=list)
+
+    @classmethod
+    def json_layout(cls) -> Mapping[str, object]:
+        # a RIPE Atlas summary-only ping (db import) keeps Atlas's own min/avg/max, no percentiles
+        return {"rtt_ms": RttStats | RttSummaryJson | None}
+
+    def to_dict(self) -> dict[str, Any]:
+        d = ProbeResult.to_dict(self)
+        d.update(sent=self.sent, received=self.received, duplicates=self.duplicates, late=self.late,
+                 loss_pct=self.loss_pct, rtt_ms=self.rtt_ms.to_dict() if self.rtt_ms else None,
+                 jitter_ms=self.jitter_ms, samples_ms=list(self.samples_ms))
+        return d
 
 
 async def run(target: ProbeTarget, settings: IcmpSettings, ctx: ProbeContext) -> IcmpResult:
@@ -48,4 +75,10 @@ async def run(target: ProbeTarget, settings: IcmpSettings, ctx: ProbeContext) ->
     )
 
 
-SPEC = ProbeSpec(name="icmp", settings_model=IcmpSettings, run=run, result_type=IcmpResult)
+def _cli() -> ProbeCli:
+    from netprobe.probes.icmp_cli import CLI
+
+    return CLI
+
+
+SPEC = ProbeSpec(name="icmp", settings_model=IcmpSettings, run=run, result_type=IcmpResult, cli=_cli)

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable
-from dataclasses import replace
-from typing import Literal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypedDict
 
 from pydantic import Field, model_validator
 
 from netprobe.config.durations import Duration
 from netprobe.mtr.engine import ProbeRecord
-from netprobe.mtr.hops import Path, build_path, label_path
+from netprobe.mtr.hops import Hop, Path, build_path, label_path
 from netprobe.mtr.packets import PAYLOAD
-from netprobe.probes.base import ProbeContext, ProbeSettings, ProbeSpec, ProbeTarget
-from netprobe.probes.results import MtrResult
-from netprobe.stats import jitter, rtt_stats
+from netprobe.net.lines import RouteVerdict
+from netprobe.probes.base import ProbeCli, ProbeContext, ProbeSettings, ProbeSpec, ProbeTarget
+from netprobe.probes.results import ProbeResult
+from netprobe.stats import RttStats, jitter, rtt_stats
 from netprobe.times import utc_now
 
 DEFAULT_PORTS = {"udp": 33434, "tcp": 443}
@@ -45,6 +46,83 @@ class MtrSettings(ProbeSettings):
 
     def effective_port(self) -> int | None:
         return self.port or DEFAULT_PORTS.get(self.mode)
+
+
+class MtrHeaderJson(TypedDict):
+    """mtr's report.mtr block."""
+
+    src: str
+    dst: str
+    tos: int
+    tests: int
+    psize: str
+    bitpattern: str
+
+
+# One hop as mtr's JSON report writes it (netprobe.mtr.hops.Hop.to_dict), keys as mtr spells them.
+HubJson = TypedDict("HubJson", {
+    "count": int, "host": str, "Loss%": float, "Snt": int, "Last": float, "Avg": float, "Best": float,
+    "Wrst": float, "StDev": float, "Javg": float, "ASN": str, "org": str | None, "country": str | None,
+    "addresses": list[str], "rate_limited": bool, "icmp_errors": dict[str, int],
+    "samples_ms": list[float | None]})
+
+
+class MtrReportJson(TypedDict):
+    mtr: MtrHeaderJson
+    hubs: list[HubJson]
+
+
+class RouteJson(TypedDict, total=False):
+    """The route verdict as the mtr probe writes it: the line's label, the path's ASNs and hash, and
+    how it compares with the line the target was sold as. Every key may be missing: a round that never
+    traced has none (`{}`), older agents wrote fewer, and readers skip a route without a hash."""
+
+    label: str
+    asns: list[int]
+    hash: str
+    path_loss_pct: float
+    declared_line: str | None
+    mismatch: bool
+
+
+@dataclass(slots=True)
+class MtrResult(ProbeResult):
+    """mtr's report layout (`report.mtr`, `report.hubs[]`) plus the route verdict, and the destination's
+    figures at top level under the icmp probe's names, so rollups and alerts treat it alike."""
+
+    mode: str = "icmp"
+    port: int | None = None
+    cycles: int = 0
+    max_hops: int = 0
+    reached: bool = False
+    source: str = ""                 # this host's name, as mtr's report.mtr.src
+    packet_size: int = 64            # bytes on the wire per probe, as mtr's report.mtr.psize
+    hops: list[Hop] = field(default_factory=list)
+    route: RouteVerdict | None = None      # None: the round never traced (the name did not resolve)
+    sent: int = 0                    # probes that reached the destination's TTL
+    received: int = 0
+    loss_pct: float = 0.0            # path loss = the destination's loss
+    rtt_ms: RttStats | None = None   # destination RTT (last hop)
+    jitter_ms: float | None = None
+    samples_ms: list[float | None] = field(default_factory=list)
+
+    @classmethod
+    def json_layout(cls) -> Mapping[str, object]:
+        return {"hops": None, "source": None, "packet_size": None, "report": MtrReportJson,
+                "route": RouteJson}
+
+    def to_dict(self) -> dict[str, Any]:
+        d = ProbeResult.to_dict(self)
+        d.update(
+            mode=self.mode, port=self.port, cycles=self.cycles, max_hops=self.max_hops, reached=self.reached,
+            sent=self.sent, received=self.received, loss_pct=self.loss_pct,
+            rtt_ms=self.rtt_ms.to_dict() if self.rtt_ms else None, jitter_ms=self.jitter_ms,
+            samples_ms=list(self.samples_ms),
+            report={"mtr": {"src": self.source, "dst": self.host, "tos": 0, "tests": self.cycles,
+                            "psize": str(self.packet_size), "bitpattern": "0x00"},
+                    "hubs": [h.to_dict() for h in self.hops]},
+            route=self.route.to_dict() if self.route is not None else {})
+        return d
 
 
 async def run(target: ProbeTarget, settings: MtrSettings, ctx: ProbeContext) -> MtrResult:
@@ -104,4 +182,10 @@ def _result(base: MtrResult, path: Path, target: ProbeTarget, ctx: ProbeContext,
     return result
 
 
-SPEC = ProbeSpec(name="mtr", settings_model=MtrSettings, run=run, result_type=MtrResult)
+def _cli() -> ProbeCli:
+    from netprobe.probes.mtr_cli import CLI
+
+    return CLI
+
+
+SPEC = ProbeSpec(name="mtr", settings_model=MtrSettings, run=run, result_type=MtrResult, cli=_cli)

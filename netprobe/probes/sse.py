@@ -8,7 +8,7 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -19,8 +19,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from netprobe.config.durations import Duration
 from netprobe.errors import SetupError
-from netprobe.probes.base import ProbeContext, ProbeSettings, ProbeSpec, ProbeTarget
-from netprobe.probes.results import SseResult
+from netprobe.probes.base import ProbeCli, ProbeContext, ProbeSettings, ProbeSpec, ProbeTarget
+from netprobe.probes.results import ProbeResult, count_problems
 from netprobe.sse import metrics
 from netprobe.sse.client import Capture, Limits, new_session, stream
 from netprobe.sse.parser import SseComment, SseEvent
@@ -65,6 +65,62 @@ class SseSettings(ProbeSettings):
     def limits(self) -> Limits:
         return Limits(total_s=self.timeout, connect_s=self.connect_timeout, idle_s=self.idle_timeout,
                       max_event_bytes=self.max_event_bytes, max_total_bytes=self.max_total_bytes)
+
+
+@dataclass(slots=True)
+class SseResult(ProbeResult):
+    """One streamed response, timed the way a browser receives it (DESIGN §3 sse).
+
+    `samples_ms` holds the one first-event time, so hourly rollups and percentiles of first-event
+    time come out of the same sketch as icmp RTTs; `sent`/`received` count the stream as one request.
+    """
+
+    mode: str = "emitter"
+    url: str = ""
+    http_status: int | None = None
+    dns_ms: float | None = None
+    connect_ms: float | None = None
+    tls_ms: float | None = None
+    ttfb_ms: float | None = None          # request written -> response headers
+    first_event_ms: float | None = None   # request written -> first content event
+    first_reasoning_ms: float | None = None  # openai: first reasoning_content token
+    first_content_ms: float | None = None    # openai: first content token
+    events: int = 0                       # content events (tokens in openai mode)
+    comments: int = 0
+    gaps_ms: dict[str, float] | None = None
+    stalls: int = 0
+    stall_ms_total: float = 0.0
+    delay_var_ms: dict[str, float] | None = None
+    tpot_ms: float | None = None
+    tokens: dict[str, int] | None = None  # openai: from `usage` when the server sends it
+    duration_s: float = 0.0               # request written -> end of stream
+    bytes: int = 0
+    reused_connection: bool = False
+    content_encoding: str | None = None
+    content_type: str | None = None
+    completed: bool = False
+    sent: int = 0
+    received: int = 0
+    loss_pct: float = 0.0
+    jitter_ms: float | None = None
+    samples_ms: list[float | None] = field(default_factory=list)
+
+    @classmethod
+    def json_problems(cls, result: Mapping[str, Any]) -> list[str]:
+        # a stream cut after its first event keeps that time, but was not received whole
+        return count_problems(result, answers_are_received=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = ProbeResult.to_dict(self)
+        for name in ("mode", "url", "http_status", "dns_ms", "connect_ms", "tls_ms", "ttfb_ms",
+                     "first_event_ms", "first_reasoning_ms", "first_content_ms", "events", "comments",
+                     "gaps_ms", "stalls", "stall_ms_total", "delay_var_ms", "tpot_ms", "tokens", "duration_s",
+                     "bytes", "reused_connection", "content_encoding", "content_type", "completed", "sent",
+                     "received", "loss_pct", "jitter_ms", "samples_ms"):
+            value = getattr(self, name)
+            d[name] = (dict(value) if isinstance(value, dict) else list(value) if isinstance(value, list)
+                       else value)
+        return d
 
 
 def check_url(url: str) -> str:
@@ -275,6 +331,17 @@ async def sweep(url: str, settings: SseSettings, levels: Sequence[int]) -> Sweep
     return SweepReport(url=url, mode=settings.mode, levels=tuple(out))
 
 
+def concurrency_levels(text: str) -> list[int]:
+    """--concurrency "1,2,4": the levels of a sweep; ValueError names what is wrong."""
+    try:
+        levels = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ValueError(f"--concurrency: {text!r} is not a list of numbers like 1,2,4,8") from None
+    if not levels or any(n < 1 or n > 1024 for n in levels):
+        raise ValueError("--concurrency: levels must be between 1 and 1024")
+    return levels
+
+
 def _p50_p95(values: list[float]) -> Spread | None:
     if not values:
         return None
@@ -282,4 +349,10 @@ def _p50_p95(values: list[float]) -> Spread | None:
     return Spread(p50=percentile(s, 50), p95=percentile(s, 95))
 
 
-SPEC = ProbeSpec(name="sse", settings_model=SseSettings, run=run, result_type=SseResult)
+def _cli() -> ProbeCli:
+    from netprobe.probes.sse_cli import CLI
+
+    return CLI
+
+
+SPEC = ProbeSpec(name="sse", settings_model=SseSettings, run=run, result_type=SseResult, cli=_cli)

@@ -15,14 +15,15 @@ import os
 import socket
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from pydantic import Field
 
 from netprobe.config.durations import Duration
-from netprobe.probes.base import ProbeContext, ProbeSpec, ProbeTarget, RoundSettings
-from netprobe.probes.results import TcpFailure, TcpResult
-from netprobe.stats import jitter, loss_pct, rtt_stats
+from netprobe.probes.base import ProbeCli, ProbeContext, ProbeSpec, ProbeTarget, RoundSettings
+from netprobe.probes.results import ProbeResult
+from netprobe.stats import RttStats, jitter, loss_pct, rtt_stats
 from netprobe.times import utc_now
 
 
@@ -31,6 +32,29 @@ class TcpSettings(RoundSettings):
     interval: Duration = Field(default=1.0, gt=0, description="time between connects of a round")
     timeout: Duration = Field(default=3.0, gt=0, description="per connect timeout")
     port: int | None = Field(default=None, ge=1, le=65535, description="overrides the target's tcp_port")
+
+
+TcpFailure = Literal["refused", "timeout", "unreachable", "reset", "dns"]
+
+
+@dataclass(slots=True)
+class TcpResult(ProbeResult):
+    port: int = 0
+    sent: int = 0
+    received: int = 0          # successful connects
+    loss_pct: float = 0.0      # failed connects, as a percentage
+    dns_ms: float | None = None
+    connect_ms: RttStats | None = None
+    jitter_ms: float | None = None
+    samples_ms: list[float | None] = field(default_factory=list)
+    failures: dict[str, int] = field(default_factory=dict)   # TcpFailure -> count
+
+    def to_dict(self) -> dict[str, Any]:
+        d = ProbeResult.to_dict(self)
+        d.update(port=self.port, sent=self.sent, received=self.received, loss_pct=self.loss_pct,
+                 dns_ms=self.dns_ms, connect_ms=self.connect_ms.to_dict() if self.connect_ms else None,
+                 jitter_ms=self.jitter_ms, samples_ms=list(self.samples_ms), failures=dict(self.failures))
+        return d
 
 
 # How a failed connect's errno reads as one of DESIGN §3's classes. ICMP errors arrive as errnos
@@ -188,4 +212,10 @@ def _finish(res: TcpResult, t0: float) -> TcpResult:
     return res
 
 
-SPEC = ProbeSpec(name="tcp", settings_model=TcpSettings, run=run, result_type=TcpResult)
+def _cli() -> ProbeCli:
+    from netprobe.probes.tcp_cli import CLI
+
+    return CLI
+
+
+SPEC = ProbeSpec(name="tcp", settings_model=TcpSettings, run=run, result_type=TcpResult, cli=_cli)

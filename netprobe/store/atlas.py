@@ -30,7 +30,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from netprobe.probes.results import IcmpResult, MtrResult, Status, envelope
+from netprobe.probes.icmp import IcmpResult
+from netprobe.probes.mtr import MtrResult
+from netprobe.probes.results import Status, envelope
 from netprobe.stats import jitter, loss_pct, rtt_stats
 
 if TYPE_CHECKING:

@@ -15,7 +15,8 @@ import pytest
 
 from netprobe.mtr.hops import Hop
 from netprobe.net.lines import RouteVerdict, path_hash
-from netprobe.probes.results import MtrResult, envelope
+from netprobe.probes.mtr import MtrResult
+from netprobe.probes.results import envelope
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import LINE_MISMATCH, PATH_CHANGE, Store, open_store
 from netprobe.store.events import StoredPathEvent

@@ -15,7 +15,11 @@ import numpy as np
 import pytest
 
 from netprobe.net.lines import RouteVerdict
-from netprobe.probes.results import IcmpResult, MtrResult, SseResult, TcpResult, envelope
+from netprobe.probes.icmp import IcmpResult
+from netprobe.probes.mtr import MtrResult
+from netprobe.probes.results import envelope
+from netprobe.probes.sse import SseResult
+from netprobe.probes.tcp import TcpResult
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import open_store
 

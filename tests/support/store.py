@@ -11,7 +11,8 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
-from netprobe.probes.results import IcmpResult, envelope
+from netprobe.probes.icmp import IcmpResult
+from netprobe.probes.results import envelope
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store.schema import metadata
 

@@ -15,7 +15,9 @@ from netprobe.alerts.engine import AlertEngine
 from netprobe.alerts.formats import Notification
 from netprobe.alerts.values import Value, WindowReader
 from netprobe.config.alerts import AlertRule
-from netprobe.probes.results import SseResult, TcpResult, envelope
+from netprobe.probes.results import envelope
+from netprobe.probes.sse import SseResult
+from netprobe.probes.tcp import TcpResult
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import Store, open_store
 from tests.support.path_events import CN2, GT, mtr_envelope

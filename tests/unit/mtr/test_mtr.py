@@ -136,7 +136,7 @@ def test_json_keeps_mtr_types_for_every_kind_of_hop() -> None:
     (a silent hop's figures are 0.0, not null or 0, as mtr writes them)."""
     from datetime import UTC, datetime
 
-    from netprobe.probes.results import MtrResult
+    from netprobe.probes.mtr import MtrResult
 
     records = [rec(0, 1, 1.0, "r1"), rec(1, 1, 2.0, "r1"), rec(0, 2, None), rec(1, 2, None),
                rec(0, 3, 5.0, "r3"), rec(1, 3, None), rec(0, 4, 7.0, "dst", "reached"),

@@ -21,8 +21,7 @@ from aiohttp import web
 
 from netprobe.net.resolve import Resolver
 from netprobe.probes.base import ProbeContext, ProbeTarget
-from netprobe.probes.results import SseResult
-from netprobe.probes.sse import SseSettings
+from netprobe.probes.sse import SseResult, SseSettings
 from netprobe.probes.sse import run as sse_run
 from netprobe.sse.parser import SseEvent
 

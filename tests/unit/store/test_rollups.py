@@ -110,7 +110,8 @@ def test_merge_hours_of_nothing_is_none() -> None:
 def _sse_envelope(ts: datetime, first: float, gap_p95: float, stalls: int, seconds: float,
                   delay_p95: float, status: str = "ok", mode: str = "emitter", ttfb: float | None = None,
                   tpot: float | None = None) -> dict[str, object]:
-    from netprobe.probes.results import SseResult, envelope
+    from netprobe.probes.results import envelope
+    from netprobe.probes.sse import SseResult
     from tests.support.store import AGENT, TARGET
 
     result = SseResult(probe="sse", host="h", started_at=ts, status=status,  # type: ignore[arg-type]

@@ -1,0 +1,164 @@
+"""What every `netprobe probe <name>` command shares: settings from options, targets from arguments
+and -f FILE, one paced round per target, and printing (JSON or the probe's table) with its exit status.
+
+All targets of one command run concurrently through one ProbeContext (one ICMP engine, one
+resolver), paced like fping -p/-i: target i of N starts at i·interval/N, so the requests of a round
+leave evenly over the interval, not as one burst; the ICMP engine's rate cap (--rate) holds on top.
+Exit status: 0 every target ok, 1 some target failed (100 % loss, refused,
+unresolvable — data), 2 bad input (raised as UsageError, printed by netprobe.cli.main).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, TypeVar
+
+import typer
+from pydantic import ValidationError
+from rich.table import Table
+
+from netprobe.config.durations import parse_duration
+from netprobe.errors import UsageError
+from netprobe.net.pacing import launch_paced
+from netprobe.net.resolve import Resolver, family_name, parse_literal
+from netprobe.net.targets_file import MAX_TARGETS, read_targets
+from netprobe.probes import REGISTRY
+from netprobe.probes.base import ProbeContext, ProbeSettings, ProbeTarget, RoundSettings
+from netprobe.probes.render import print_table
+from netprobe.probes.results import ProbeResult
+
+S = TypeVar("S", bound=ProbeSettings)
+T = TypeVar("T")
+
+
+def build_settings(model: type[S], options: dict[str, Any], flags: dict[str, str]) -> S:
+    """Validate CLI options through the probe's settings model, so errors read like config errors.
+
+    `every` does not apply to a one-off run; it is set just large enough for the round to fit.
+    """
+    values = {k: v for k, v in options.items() if v is not None}
+    if issubclass(model, RoundSettings):
+        values.setdefault("every", _every_for(model, values))
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            field = str(err["loc"][0]) if err["loc"] else ""
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            problems.append(f"{flags.get(field, field)}: {msg}" if field else msg)
+        raise UsageError("; ".join(problems)) from None
+
+
+def _every_for(model: type[ProbeSettings], values: dict[str, Any]) -> float:
+    def get(name: str) -> Any:
+        return values.get(name, model.model_fields[name].default)
+
+    try:
+        count = int(get("count"))
+        interval = parse_duration(get("interval"))
+        timeout = parse_duration(get("timeout"))
+    except (TypeError, ValueError):
+        return 60.0  # the model reports the bad value itself
+    return max(60.0, (count - 1) * interval + timeout + interval + 1.0)
+
+
+def address_family(ipv4: bool, ipv6: bool) -> int:
+    if ipv4 and ipv6:
+        raise UsageError("-4 and -6 exclude each other")
+    return socket.AF_INET if ipv4 else socket.AF_INET6 if ipv6 else 0
+
+
+def check_family(host: str, family: int) -> None:
+    """An address literal of the other family than -4/-6 asks for is a usage error, not data."""
+    addr = parse_literal(host)
+    if addr is None or not family:
+        return
+    got = socket.AF_INET if addr.version == 4 else socket.AF_INET6
+    if got != family:
+        flag = "-4" if family == socket.AF_INET else "-6"
+        raise ValueError(f"{host} is {family_name(got)} but {flag} asks for {family_name(family)}")
+
+
+def collect(args: Sequence[str], file: str | None, parse: Callable[[str], T]) -> list[T]:
+    """Command-line entries then the entries of -f FILE, all validated before anything runs."""
+    out: list[T] = []
+    for arg in args:
+        try:
+            out.append(parse(arg))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    if file is not None:
+        out.extend(read_targets(file, parse))
+    if not out:
+        raise UsageError("no targets: give at least one on the command line or with -f FILE")
+    if len(out) > MAX_TARGETS:
+        raise UsageError(f"too many targets: {len(out):,} given, at most {MAX_TARGETS:,} per command "
+                         "(split the file, or run them from an agent)")
+    return out
+
+
+async def run_targets(probe: str, targets: Sequence[ProbeTarget], settings: ProbeSettings,
+                      spread: float = 0.0, ctx: ProbeContext | None = None) -> list[ProbeResult]:
+    """One round of `probe` per target through one shared ProbeContext; target i of N starts at
+    i·spread/N (fping's -p/-i schedule), every target's round then runs on its own."""
+    spec = REGISTRY[probe]
+    ctx = ctx or ProbeContext(resolver=Resolver())
+    failed = asyncio.Event()
+
+    async def one(target: ProbeTarget) -> ProbeResult:
+        try:
+            return await spec.round(target, settings, ctx)
+        except BaseException:
+            failed.set()  # a setup error (no raw-socket permission, …): stop launching the others
+            raise
+
+    tasks: list[asyncio.Task[ProbeResult]] = []
+    try:
+        tasks = await launch_paced(targets, spread if len(targets) > 1 else 0.0, one, stop=failed)
+        return list(await asyncio.gather(*tasks))
+    finally:  # a setup error in one stops the others cleanly
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await ctx.close()
+
+
+def emit(results: Sequence[ProbeResult], as_json: bool, as_list: bool,
+         table: Callable[[Sequence[ProbeResult]], Table]) -> None:
+    """Print results (one JSON object, or a table) and exit 0 if every target is ok, else 1."""
+    if as_json:
+        body: dict[str, Any] = (
+            {"results": [r.to_dict() for r in results]} if as_list else results[0].to_dict())
+        sys.stdout.write(json.dumps(body) + "\n")
+        sys.stdout.flush()
+    else:
+        print_table(table(results), results)
+    raise typer.Exit(0 if all(r.status == "ok" for r in results) else 1)
+
+
+# options the probes' commands share
+FileOpt = Annotated[str | None, typer.Option("--file", "-f", metavar="FILE",
+                                             help="Read targets from FILE, one per line ('-' = stdin).")]
+CountOpt = Annotated[int | None, typer.Option("--count", "-c", help="Requests per target.")]
+IntervalOpt = Annotated[str | None, typer.Option("--interval", "-i", metavar="DURATION",
+                                                 help="Time between requests: 500ms, 0.2, 1s.")]
+TimeoutOpt = Annotated[str | None, typer.Option("--timeout", "-W", metavar="DURATION",
+                                                help="Per-request timeout.")]
+V4Opt = Annotated[bool, typer.Option("-4", help="IPv4 only.")]
+V6Opt = Annotated[bool, typer.Option("-6", help="IPv6 only.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")]
+
+
+
+def round_defaults(model: type[RoundSettings], what: str) -> str:
+    d = model()
+    return f"Defaults: --count {d.count} {what} {d.interval:g}s apart, --timeout {d.timeout:g}s."
+
+
+FLAGS = {"count": "--count", "interval": "--interval", "timeout": "--timeout", "size": "--size",
+          "max_rate": "--rate"}

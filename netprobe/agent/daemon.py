@@ -19,7 +19,7 @@ from netprobe.errors import ConfigError
 from netprobe.lifecycle import Alongside, Signals, background, closing
 from netprobe.logs import log_event, setup_logging
 from netprobe.net.resolve import Resolver
-from netprobe.probes import ProbeContext, ProbeTarget
+from netprobe.probes import REGISTRY, ProbeContext, ProbeTarget
 from netprobe.probes.results import ProbeResult
 from netprobe.sinks.pipeline import Pipeline
 from netprobe.store import Store, open_store
@@ -62,6 +62,13 @@ class StoreSink:
 
     async def close(self) -> None:
         pass
+
+
+def _configure(ctx: ProbeContext, cfg: Config) -> None:
+    """Each probe's [probes.<name>] applied to the shared context (the ICMP engine's send cap, …)."""
+    for name, spec in REGISTRY.items():
+        if spec.configure is not None and name in cfg.probes:
+            spec.configure(ctx, cfg.probes[name])
 
 
 def round_fields(d: Mapping[str, Any]) -> dict[str, Any]:
@@ -136,7 +143,8 @@ class Agent:
             alerts = alerting(cfg.alerts, cfg.notifiers, agent_id=cfg.agent.id)  # reads notifier secrets
         self.store = store = await open_store(self.db_url)
         stack.push_async_callback(store.close)
-        ctx = ProbeContext(resolver=Resolver(refresh=cfg.resolver.refresh), icmp_max_rate=cfg.icmp_max_rate())
+        ctx = ProbeContext(resolver=Resolver(refresh=cfg.resolver.refresh))
+        _configure(ctx, cfg)
         stack.push_async_callback(ctx.close)
         self._enrich(ctx, None)
         # Alerts stop alongside the drain (their grace overlaps it), and are done before the store closes.
@@ -162,11 +170,11 @@ class Agent:
             log_event(log, "info", "round", target=target.id, probe=result.probe, **round_fields(body))
 
         jobs = self._jobs()
-        icmp_socket = "-"
-        if any(probe == "icmp" for _, probe, _ in jobs):
-            engine = ctx.icmp_engine()
-            engine.open_default()  # fail fast (exit 2) when ICMP sockets are not permitted
-            icmp_socket = engine.socket_kind()
+        started: dict[str, str] = {}
+        running = {probe for _, probe, _ in jobs}
+        for name, spec in REGISTRY.items():   # e.g. icmp opens its engine: fail fast (exit 2) without ICMP
+            if spec.startup is not None:
+                started |= spec.startup(ctx, name in running)
         metrics, exporter = await self._exporter(pipeline, uplink, alerts)
         if exporter is not None:
             stack.push_async_callback(exporter.cleanup)
@@ -189,7 +197,7 @@ class Agent:
         gc.collect()
         gc.freeze()
         log_event(log, "info", "agent started", agent=agent_env["id"], jobs=len(jobs),
-                  db=store.display_url, icmp_socket=icmp_socket)
+                  db=store.display_url, **started)
         return scheduler, pipeline
 
     def _extra_sinks(self) -> list[Any]:
@@ -252,7 +260,7 @@ class Agent:
         old, self.config = self.config, new
         setup_logging(new.log.level, new.log.format)
         self._enrich(ctx, old)
-        ctx.set_icmp_max_rate(new.icmp_max_rate())
+        _configure(ctx, new)
         jobs = self._jobs()
         scheduler.set_jobs(jobs)
         log_event(log, "info", "configuration reloaded", jobs=len(jobs))

@@ -23,12 +23,13 @@ from pydantic import (
     PrivateAttr,
     ValidationError,
     ValidationInfo,
+    create_model,
     field_validator,
     model_validator,
 )
 
 from netprobe.config.alerts import AlertRule, NotifierConfig, check_alerting
-from netprobe.config.base import HttpUrl, HttpUrlOrOff, Ident, StrictModel, as_tuple, check_unique
+from netprobe.config.base import HttpUrlOrOff, Ident, StrictModel, as_tuple, check_unique
 from netprobe.config.durations import Duration
 from netprobe.config.loader import (
     parse_toml,
@@ -39,7 +40,6 @@ from netprobe.config.loader import (
 )
 from netprobe.errors import ConfigError
 from netprobe.net.lines import ClassificationConfig
-from netprobe.net.pacing import DEFAULT_MAX_RATE
 from netprobe.probes import REGISTRY, ProbeSettings, ProbeTarget
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -192,8 +192,8 @@ class TargetConfig(StrictModel):
     line: str = Field(default="", description="the line it was sold as, e.g. cn2-gia")
     probes: Annotated[tuple[str, ...], BeforeValidator(as_tuple)] = Field(
         min_length=1, description="probes run against this target")
-    tcp_port: int = Field(default=443, ge=1, le=65535, description="port of the tcp probe")
-    sse_url: HttpUrl | None = Field(default=None, description="URL of the sse probe")
+    # ... then the keys the registered probes add (tcp_port, sse_url: their specs' target_options);
+    # target_model() builds the model that has them.
     family: Literal["any", "ipv4", "ipv6"] = Field(default="any", description="address family to use")
     enabled: bool = Field(default=True, description="false keeps the target configured but unprobed")
 
@@ -213,9 +213,12 @@ class TargetConfig(StrictModel):
         return value
 
     @model_validator(mode="after")
-    def _sse_needs_url(self) -> TargetConfig:
-        if "sse" in self.probes and not self.sse_url:
-            raise ValueError("sse_url: required when probes include sse")
+    def _required_options(self) -> TargetConfig:
+        for probe in self.probes:
+            spec = REGISTRY.get(probe)
+            for option in spec.target_options if spec is not None else ():
+                if option.required and not getattr(self, option.key):
+                    raise ValueError(f"{option.key}: required when probes include {probe}")
         return self
 
     @field_validator("family")
@@ -231,9 +234,39 @@ class TargetConfig(StrictModel):
             raise ValueError(f"host {host} is an IPv{address.version} address but family is {value!r}")
         return value
 
+    def option(self, key: str) -> object:
+        """The value of a probe's target option (tcp_port, sse_url, …)."""
+        return getattr(self, key)
+
     def to_probe_target(self) -> ProbeTarget:
-        return ProbeTarget(id=self.id, host=self.host.strip("[]"), port=self.tcp_port, url=self.sse_url,
-                           datacenter=self.datacenter, line=self.line, family=_FAMILIES[self.family])
+        filled = {o.fills: getattr(self, o.key) for spec in REGISTRY.values() for o in spec.target_options}
+        return ProbeTarget(id=self.id, host=self.host.strip("[]"), datacenter=self.datacenter, line=self.line,
+                           family=_FAMILIES[self.family], **filled)
+
+    @classmethod
+    def key_order(cls) -> list[str]:
+        """Its keys as a message lists them: the probes' options right after `probes`."""
+        keys = list(cls.model_fields)
+        options = [k for k in keys if k not in TargetConfig.model_fields]
+        common = [k for k in keys if k in TargetConfig.model_fields]
+        at = common.index("probes") + 1
+        return [*common[:at], *options, *common[at:]]
+
+
+_TARGET_MODELS: dict[tuple[object, ...], type[TargetConfig]] = {}
+
+
+def target_model() -> type[TargetConfig]:
+    """TargetConfig with the target options of every registered probe (built once per registry)."""
+    options = tuple(o for spec in REGISTRY.values() for o in spec.target_options)
+    model = _TARGET_MODELS.get(options)
+    if model is None:
+        fields: dict[str, Any] = {
+            o.key: (o.annotation if o.check is None else Annotated[o.annotation, AfterValidator(o.check)],
+                    o.field)
+            for o in options}
+        model = _TARGET_MODELS[options] = create_model("TargetConfig", __base__=TargetConfig, **fields)
+    return model
 
 
 class Config(StrictModel):
@@ -268,10 +301,6 @@ class Config(StrictModel):
             if target.enabled:
                 for probe in target.probes:
                     yield target, probe, self._effective[(target.id, probe)]
-
-    def icmp_max_rate(self) -> float:
-        """[probes.icmp] max_rate: one send-rate cap for the agent's ICMP engine, all targets together."""
-        return float(getattr(self.probes.get("icmp"), "max_rate", DEFAULT_MAX_RATE))
 
     def agent_envelope(self) -> dict[str, str]:
         a = self.agent
@@ -368,7 +397,7 @@ def _targets(raw: object, defaults_raw: dict[str, dict[str, Any]], defaults: dic
         where = f"targets[{i}]"
         fields = {k: v for k, v in table.items() if k not in REGISTRY}
         overrides = {k: v for k, v in table.items() if k in REGISTRY}
-        target = validate_model(TargetConfig, fields, where, problems, extra_allowed=tuple(REGISTRY))
+        target = validate_model(target_model(), fields, where, problems, extra_allowed=tuple(REGISTRY))
         probes = fields.get("probes")
         listed = [p for p in probes if isinstance(p, str)] if isinstance(probes, list) else []
         if isinstance(probes, list):
@@ -382,9 +411,10 @@ def _targets(raw: object, defaults_raw: dict[str, dict[str, Any]], defaults: dic
             elif isinstance(probes, list) and name not in listed:
                 problems.append(f"{where}.{name}: overrides a probe this target does not run; "
                                 f"add {name!r} to {where}.probes or remove the table")
-            elif name == "icmp" and "max_rate" in override:
-                problems.append(f"{where}.icmp.max_rate: the send-rate cap is the agent's, for all targets "
-                                "together; set it in [probes.icmp]")
+            else:
+                for key, why in REGISTRY[name].agent_wide if name in REGISTRY else ():
+                    if key in override:
+                        problems.append(f"{where}.{name}.{key}: {why}; set it in [probes.{name}]")
         for name in listed:
             if name not in REGISTRY:
                 continue  # reported above

@@ -81,7 +81,9 @@ def problem_text(where: str, err: Any, model: type[BaseModel], extra_allowed: tu
     kind = err["type"]
     if kind == "extra_forbidden":
         holder = _model_at(model, loc)
-        allowed = [*holder.model_fields, *(extra_allowed if holder is model else ())]
+        order = getattr(holder, "key_order", None)   # TargetConfig: the probes' keys after `probes`
+        keys = order() if order is not None else list(holder.model_fields)
+        allowed = [*keys, *(extra_allowed if holder is model else ())]
         return f"{path}: unknown key; allowed: {', '.join(allowed)}"
     if kind == "missing":
         return f"{path}: required key is missing"

@@ -214,10 +214,13 @@ class ProbeSpec(Generic[S, R]):
     alert_metrics: tuple[AlertMetric, ...] = ()
     # route events: the probe's stored rounds are what netprobe.store.events reads for them
     route_events: bool = False
-    # the agent opens the shared ICMP engine up front (fail fast without raw-socket permission)
-    uses_icmp_engine: bool = False
-    # agent-wide settings that may not be overridden per target (config says so, naming the key)
-    agent_wide: tuple[str, ...] = ()
+    # (key, why): settings that are the agent's, not a target's; config refuses them in [targets.<name>]
+    agent_wide: tuple[tuple[str, str], ...] = ()
+    # applies [probes.<name>] to the shared context (at start and on reload), e.g. the ICMP send cap
+    configure: Callable[[ProbeContext, ProbeSettings], None] | None = None
+    # the agent's start, told whether it runs rounds of this probe: opens what must fail fast (exit 2)
+    # and returns fields for the "agent started" log line
+    startup: Callable[[ProbeContext, bool], dict[str, str]] | None = None
 
     async def round(self, target: ProbeTarget, settings: ProbeSettings, ctx: ProbeContext) -> ProbeResult:
         """One round with settings validated elsewhere (config, the CLI) by this spec's model."""

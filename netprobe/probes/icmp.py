@@ -11,7 +11,7 @@ from pydantic import Field
 
 from netprobe.config.durations import Duration
 from netprobe.net.pacing import DEFAULT_MAX_RATE
-from netprobe.probes.base import ProbeCli, ProbeContext, ProbeSpec, ProbeTarget, RoundSettings
+from netprobe.probes.base import ProbeCli, ProbeContext, ProbeSettings, ProbeSpec, ProbeTarget, RoundSettings
 from netprobe.probes.results import ProbeResult, RttSummaryJson
 from netprobe.stats import RttStats, jitter, loss_pct, rtt_stats
 from netprobe.times import utc_now
@@ -81,4 +81,20 @@ def _cli() -> ProbeCli:
     return CLI
 
 
-SPEC = ProbeSpec(name="icmp", settings_model=IcmpSettings, run=run, result_type=IcmpResult, cli=_cli)
+def _configure(ctx: ProbeContext, settings: ProbeSettings) -> None:
+    if isinstance(settings, IcmpSettings):
+        ctx.set_icmp_max_rate(settings.max_rate)   # one cap for the agent's engine, all targets together
+
+
+def _startup(ctx: ProbeContext, used: bool) -> dict[str, str]:
+    if not used:
+        return {"icmp_socket": "-"}
+    engine = ctx.icmp_engine()
+    engine.open_default()  # fail fast (exit 2) when ICMP sockets are not permitted
+    return {"icmp_socket": engine.socket_kind()}
+
+
+SPEC = ProbeSpec(
+    name="icmp", settings_model=IcmpSettings, run=run, result_type=IcmpResult, cli=_cli,
+    agent_wide=(("max_rate", "the send-rate cap is the agent's, for all targets together"),),
+    configure=_configure, startup=_startup)

@@ -17,9 +17,10 @@ from urllib.parse import urlsplit
 import aiohttp
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from netprobe.config.base import HttpUrl
 from netprobe.config.durations import Duration
 from netprobe.errors import SetupError
-from netprobe.probes.base import ProbeCli, ProbeContext, ProbeSettings, ProbeSpec, ProbeTarget
+from netprobe.probes.base import ProbeCli, ProbeContext, ProbeSettings, ProbeSpec, ProbeTarget, TargetOption
 from netprobe.probes.results import ProbeResult, count_problems
 from netprobe.sse import metrics
 from netprobe.sse.client import Capture, Limits, new_session, stream
@@ -355,4 +356,8 @@ def _cli() -> ProbeCli:
     return CLI
 
 
-SPEC = ProbeSpec(name="sse", settings_model=SseSettings, run=run, result_type=SseResult, cli=_cli)
+URL_OPTION = TargetOption(key="sse_url", annotation=HttpUrl | None, fills="url", required=True,
+                          field=Field(default=None, description="URL of the sse probe"))
+
+SPEC = ProbeSpec(name="sse", settings_model=SseSettings, run=run, result_type=SseResult, cli=_cli,
+                 target_options=(URL_OPTION,))

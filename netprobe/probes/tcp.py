@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from netprobe.config.durations import Duration
-from netprobe.probes.base import ProbeCli, ProbeContext, ProbeSpec, ProbeTarget, RoundSettings
+from netprobe.probes.base import ProbeCli, ProbeContext, ProbeSpec, ProbeTarget, RoundSettings, TargetOption
 from netprobe.probes.results import ProbeResult
 from netprobe.stats import RttStats, jitter, loss_pct, rtt_stats
 from netprobe.times import utc_now
@@ -218,4 +218,8 @@ def _cli() -> ProbeCli:
     return CLI
 
 
-SPEC = ProbeSpec(name="tcp", settings_model=TcpSettings, run=run, result_type=TcpResult, cli=_cli)
+PORT_OPTION = TargetOption(key="tcp_port", annotation=int, fills="port",
+                           field=Field(default=443, ge=1, le=65535, description="port of the tcp probe"))
+
+SPEC = ProbeSpec(name="tcp", settings_model=TcpSettings, run=run, result_type=TcpResult, cli=_cli,
+                 target_options=(PORT_OPTION,))

@@ -5,7 +5,7 @@ store's own Rollup (DDSketch quantiles, the same loss, jitter and stall figures 
 
 Which rounds a metric reads: the first probe in its list that has rounds for that target in the
 window (so a target probed by icmp and mtr is judged on icmp, one probed only by mtr on mtr's path
-loss and destination RTT):
+loss and destination RTT). The lists come from the probes' specs (alert_metrics, by rank); today:
 
     loss_pct        icmp, mtr          100·(sent−received)/sent over the window's rounds
     rtt_p95_ms      icmp, mtr, tcp     P95 of every RTT sample (tcp: connect time), merged DDSketch
@@ -21,18 +21,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from netprobe.probes import REGISTRY
 from netprobe.store import Rollup, Store, parse_envelope, windows
 
 Key = tuple[str, str]          # agent_id, target_id
-PROBES: dict[str, tuple[str, ...]] = {
-    "loss_pct": ("icmp", "mtr"),
-    "rtt_p95_ms": ("icmp", "mtr", "tcp"),
-    "jitter_ms": ("icmp", "mtr", "tcp"),
-    "stalls_per_min": ("sse",),
-    "path_change": ("mtr",),
-    "line_mismatch": ("mtr",),
-}
-EVENTS = ("path_change", "line_mismatch")
+
+
+def _providers(events: bool) -> dict[str, tuple[str, ...]]:
+    """metric → the probes providing it, lowest rank first (registry order among equals)."""
+    ranked: dict[str, list[tuple[int, int, str]]] = {}
+    for i, (name, spec) in enumerate(REGISTRY.items()):
+        for m in spec.alert_metrics:
+            if m.events == events:
+                ranked.setdefault(m.name, []).append((m.rank, i, name))
+    return {metric: tuple(name for _, _, name in sorted(found)) for metric, found in ranked.items()}
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,15 +53,17 @@ class WindowReader:
         self._agent = agent_id
         self._rollups: dict[tuple[str, datetime, datetime], dict[Key, Rollup]] = {}
         self._events: dict[tuple[str, datetime, datetime], dict[Key, int]] = {}
-        self._mtr_rounds: dict[tuple[datetime, datetime], set[Key]] = {}
+        self._ran: dict[tuple[str, datetime, datetime], set[Key]] = {}
 
     async def values(self, metric: str, start: datetime, end: datetime) -> dict[Key, Value]:
-        if metric in EVENTS:
-            ran = await self._mtr_ran(start, end)
+        events = _providers(events=True)   # metrics counted from route events
+        if metric in events:
+            probe = events[metric][0]
+            ran = await self._probe_ran(probe, start, end)
             counts = await self._event_counts(metric, start, end)
-            return {key: Value(float(counts.get(key, 0)), "mtr") for key in ran | set(counts)}
+            return {key: Value(float(counts.get(key, 0)), probe) for key in ran | set(counts)}
         out: dict[Key, Value] = {}
-        for probe in PROBES[metric]:
+        for probe in _providers(events=False)[metric]:
             for key, rollup in (await self._rollup(probe, start, end)).items():
                 if key not in out and rollup.rounds:
                     out[key] = Value(_figure(rollup, metric), probe)
@@ -74,13 +79,13 @@ class WindowReader:
             self._rollups[cache_key] = out
         return self._rollups[cache_key]
 
-    async def _mtr_ran(self, start: datetime, end: datetime) -> set[Key]:
-        """Agent × target pairs with a usable mtr round in the window (a round in error cannot
-        detect a route change, so it is no evidence of a steady route either)."""
-        if (start, end) not in self._mtr_rounds:
-            self._mtr_rounds[(start, end)] = await windows.pairs_with_usable_rounds(
-                self._store, "mtr", start, end, self._agent)
-        return self._mtr_rounds[(start, end)]
+    async def _probe_ran(self, probe: str, start: datetime, end: datetime) -> set[Key]:
+        """Agent × target pairs with a usable round of `probe` (mtr) in the window (a round in error
+        cannot detect a route change, so it is no evidence of a steady route either)."""
+        if (probe, start, end) not in self._ran:
+            self._ran[(probe, start, end)] = await windows.pairs_with_usable_rounds(
+                self._store, probe, start, end, self._agent)
+        return self._ran[(probe, start, end)]
 
     async def _event_counts(self, kind: str, start: datetime, end: datetime) -> dict[Key, int]:
         cache_key = (kind, start, end)

@@ -185,6 +185,7 @@ class ReportRole:
 
     rtt_rank: int | None = None
     figures: tuple[tuple[str, str], ...] = ()
+    on_row: tuple[str, ...] = ()      # of `figures`, those a row repeats at its top level (peak's)
 
 
 @dataclass(frozen=True, slots=True)

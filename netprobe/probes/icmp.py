@@ -11,7 +11,16 @@ from pydantic import Field
 
 from netprobe.config.durations import Duration
 from netprobe.net.pacing import DEFAULT_MAX_RATE
-from netprobe.probes.base import ProbeCli, ProbeContext, ProbeSettings, ProbeSpec, ProbeTarget, RoundSettings
+from netprobe.probes.base import (
+    AlertMetric,
+    ProbeCli,
+    ProbeContext,
+    ProbeSettings,
+    ProbeSpec,
+    ProbeTarget,
+    ReportRole,
+    RoundSettings,
+)
 from netprobe.probes.results import ProbeResult, RttSummaryJson
 from netprobe.stats import RttStats, jitter, loss_pct, rtt_stats
 from netprobe.times import utc_now
@@ -97,4 +106,6 @@ def _startup(ctx: ProbeContext, used: bool) -> dict[str, str]:
 SPEC = ProbeSpec(
     name="icmp", settings_model=IcmpSettings, run=run, result_type=IcmpResult, cli=_cli,
     agent_wide=(("max_rate", "the send-rate cap is the agent's, for all targets together"),),
-    configure=_configure, startup=_startup)
+    configure=_configure, startup=_startup,
+    alert_metrics=(AlertMetric("loss_pct"), AlertMetric("rtt_p95_ms"), AlertMetric("jitter_ms")),
+    report=ReportRole(rtt_rank=0))

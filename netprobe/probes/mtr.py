@@ -15,7 +15,15 @@ from netprobe.mtr.engine import ProbeRecord
 from netprobe.mtr.hops import Hop, Path, build_path, label_path
 from netprobe.mtr.packets import PAYLOAD
 from netprobe.net.lines import RouteVerdict
-from netprobe.probes.base import ProbeCli, ProbeContext, ProbeSettings, ProbeSpec, ProbeTarget
+from netprobe.probes.base import (
+    AlertMetric,
+    ProbeCli,
+    ProbeContext,
+    ProbeSettings,
+    ProbeSpec,
+    ProbeTarget,
+    ReportRole,
+)
 from netprobe.probes.results import ProbeResult
 from netprobe.stats import RttStats, jitter, rtt_stats
 from netprobe.times import utc_now
@@ -188,4 +196,10 @@ def _cli() -> ProbeCli:
     return CLI
 
 
-SPEC = ProbeSpec(name="mtr", settings_model=MtrSettings, run=run, result_type=MtrResult, cli=_cli)
+SPEC = ProbeSpec(
+    name="mtr", settings_model=MtrSettings, run=run, result_type=MtrResult, cli=_cli,
+    # its destination's figures stand in for icmp's where a target has no icmp
+    alert_metrics=(AlertMetric("loss_pct", rank=1), AlertMetric("rtt_p95_ms", rank=1),
+                   AlertMetric("jitter_ms", rank=1), AlertMetric("path_change", events=True),
+                   AlertMetric("line_mismatch", events=True)),
+    report=ReportRole(rtt_rank=1), route_events=True)

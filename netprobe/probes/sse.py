@@ -20,7 +20,17 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from netprobe.config.base import HttpUrl
 from netprobe.config.durations import Duration
 from netprobe.errors import SetupError
-from netprobe.probes.base import ProbeCli, ProbeContext, ProbeSettings, ProbeSpec, ProbeTarget, TargetOption
+from netprobe.probes.base import (
+    AlertMetric,
+    ProbeCli,
+    ProbeContext,
+    ProbeSettings,
+    ProbeSpec,
+    ProbeTarget,
+    ReportRole,
+    RollupFigure,
+    TargetOption,
+)
 from netprobe.probes.results import ProbeResult, count_problems
 from netprobe.sse import metrics
 from netprobe.sse.client import Capture, Limits, new_session, stream
@@ -356,8 +366,48 @@ def _cli() -> ProbeCli:
     return CLI
 
 
+def rollup_extras(result: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """What one stream adds to its hour's sums (the figures below are derived from them)."""
+    out: list[tuple[str, float]] = []
+    if result.get("status") != "ok":
+        return out
+    gaps, delay_var = result.get("gaps_ms"), result.get("delay_var_ms")
+    blocks = (("gap_p95_ms", gaps, "p95"), ("delay_var_p50_ms", delay_var, "p50"),
+              ("delay_var_p95_ms", delay_var, "p95"))
+    for name, block, key in blocks:
+        value = block.get(key) if isinstance(block, Mapping) else None
+        if isinstance(value, int | float):
+            out.append((name, float(value)))
+    if result.get("mode") == "openai":
+        first, headers, tpot = result.get("first_event_ms"), result.get("ttfb_ms"), result.get("tpot_ms")
+        if isinstance(first, int | float) and isinstance(headers, int | float):
+            out.append(("server_first_ms", max(0.0, float(first) - float(headers))))
+        if isinstance(tpot, int | float):
+            out.append(("tpot_ms", float(tpot)))
+    stalls, seconds = result.get("stalls"), result.get("duration_s")
+    if isinstance(stalls, int | float) and isinstance(seconds, int | float) and seconds > 0:
+        out += [("stalls", float(stalls)), ("stream_s", float(seconds))]
+    return out
+
+
+# means over streams of each stream's gap p95 / delay-variation p95; stalls per minute of streamed time
+# (each stream's stalls over its duration, summed); openai mode: the server's share of the first token
+# (first event − response headers, the network's round trip cancels) and time per output token
+ROLLUP_FIGURES = (RollupFigure("gap_p95_ms", "gap_p95_ms"),
+                  RollupFigure("delay_var_p50_ms", "delay_var_p50_ms"),
+                  RollupFigure("delay_var_p95_ms", "delay_var_p95_ms"),
+                  RollupFigure("stalls_per_min", "stalls", per="stream_s", per_scale=60.0),
+                  RollupFigure("server_first_ms", "server_first_ms"), RollupFigure("tpot_ms", "tpot_ms"))
+
+
 URL_OPTION = TargetOption(key="sse_url", annotation=HttpUrl | None, fills="url", required=True,
                           field=Field(default=None, description="URL of the sse probe"))
 
 SPEC = ProbeSpec(name="sse", settings_model=SseSettings, run=run, result_type=SseResult, cli=_cli,
-                 target_options=(URL_OPTION,))
+                 target_options=(URL_OPTION,), rollup_extras=rollup_extras, rollup_figures=ROLLUP_FIGURES,
+                 alert_metrics=(AlertMetric("stalls_per_min"),), report=ReportRole(figures=(
+                     ("sse_first_event_p95_ms", "rtt_p95_ms"), ("stalls_per_min", "stalls_per_min"),
+                     ("sse_delay_var_p95_ms", "delay_var_p95_ms"),
+                     ("sse_delay_var_p50_ms", "delay_var_p50_ms"),
+                     ("sse_gap_p95_ms", "gap_p95_ms"), ("sse_server_first_ms", "server_first_ms"),
+                     ("sse_tpot_ms", "tpot_ms")), on_row=("sse_first_event_p95_ms", "stalls_per_min")))

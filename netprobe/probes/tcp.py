@@ -21,7 +21,16 @@ from typing import Any, Literal
 from pydantic import Field
 
 from netprobe.config.durations import Duration
-from netprobe.probes.base import ProbeCli, ProbeContext, ProbeSpec, ProbeTarget, RoundSettings, TargetOption
+from netprobe.probes.base import (
+    AlertMetric,
+    ProbeCli,
+    ProbeContext,
+    ProbeSpec,
+    ProbeTarget,
+    ReportRole,
+    RoundSettings,
+    TargetOption,
+)
 from netprobe.probes.results import ProbeResult
 from netprobe.stats import RttStats, jitter, loss_pct, rtt_stats
 from netprobe.times import utc_now
@@ -222,4 +231,7 @@ PORT_OPTION = TargetOption(key="tcp_port", annotation=int, fills="port",
                            field=Field(default=443, ge=1, le=65535, description="port of the tcp probe"))
 
 SPEC = ProbeSpec(name="tcp", settings_model=TcpSettings, run=run, result_type=TcpResult, cli=_cli,
-                 target_options=(PORT_OPTION,))
+                 target_options=(PORT_OPTION,),
+                 alert_metrics=(AlertMetric("rtt_p95_ms", rank=2), AlertMetric("jitter_ms", rank=2)),
+                 report=ReportRole(figures=(("tcp_connect_p95_ms", "rtt_p95_ms"),),
+                                   on_row=("tcp_connect_p95_ms",)))

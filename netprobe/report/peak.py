@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict, deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from netprobe.probes import REGISTRY
 from netprobe.stats import loss_pct
 from netprobe.store import fleet
 from netprobe.store.prefix import COUNTERS, Extremes, Sums, combine, figures, quantiles
@@ -23,8 +24,29 @@ from .ranking import RULE, rank_rows
 from .windows import DEFAULT_OFFPEAK, DEFAULT_WINDOW, HourWindow, LocalDays, last_days, window_of, zone_of
 
 DEFAULT_DAYS = 7
-RTT_PROBES = ("icmp", "mtr")    # icmp first; an mtr trace's destination figures when there is no icmp
-TCP, SSE = "tcp", "sse"
+
+
+def rtt_probes() -> list[str]:
+    """Probes that can be a row's RTT source, first choice first (icmp, then an mtr trace's
+    destination figures where there is no icmp): their specs' report.rtt_rank."""
+    ranked = [(spec.report.rtt_rank, i, name) for i, (name, spec) in enumerate(REGISTRY.items())
+              if spec.report.rtt_rank is not None]
+    return [name for _, _, name in sorted(ranked)]
+
+
+def figure_probes() -> dict[str, tuple[tuple[str, str], ...]]:
+    """probe → its (report field, rollup figure) pairs (tcp's connect P95, sse's stream figures)."""
+    return {name: spec.report.figures for name, spec in REGISTRY.items() if spec.report.figures}
+
+
+def report_figures() -> list[str]:
+    """Every probe figure a window carries, in registry order."""
+    return [field for figures in figure_probes().values() for field, _ in figures]
+
+
+def row_figures() -> list[str]:
+    """The probe figures a row repeats at its top level (its peak window's)."""
+    return [f for spec in REGISTRY.values() for f in spec.report.on_row]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,15 +61,20 @@ class WindowFigures:
     rounds: int                       # RTT-probe rounds
     hours: int                        # hour rows merged
     samples: int                      # RTT samples behind the quantiles
-    tcp_connect_p95_ms: float | None  # tcp probe's connect-time sketch
-    sse_first_event_p95_ms: float | None
-    stalls_per_min: float | None      # sse: stalls per minute of streamed time
-    sse_delay_var_p95_ms: float | None  # sse emitter: mean over streams of their delay-variation P95
-    sse_delay_var_p50_ms: float | None = None
-    sse_gap_p95_ms: float | None = None       # mean over streams of their gap P95
-    sse_server_first_ms: float | None = None  # sse openai: first event − headers (the GPU's share)
-    sse_tpot_ms: float | None = None          # sse openai: time per output token
+    # the probes' own figures (report_figures(): tcp_connect_p95_ms, sse_first_event_p95_ms,
+    # stalls_per_min, …), also readable as attributes; absent = None
+    extra: Mapping[str, float | None] = field(default_factory=dict)
     merged: _Merged | None = field(default=None, repr=False, compare=False)   # the merged RTT hours
+
+    def __getattr__(self, name: str) -> float | None:
+        # only called when `name` is not a field
+        if name in ("extra", "merged") or name.startswith("__") or name not in report_figures():
+            raise AttributeError(f"{type(self).__name__!r} has no figure {name!r}")
+        return self.extra.get(name)
+
+    def figure(self, name: str) -> float | None:
+        """A probe's figure by name (None where the window has none)."""
+        return self.extra.get(name)
 
     @property
     def rollup(self) -> Rollup | None:
@@ -57,11 +84,8 @@ class WindowFigures:
     def to_dict(self) -> dict[str, Any]:
         return {"rtt_p50_ms": self.rtt_p50_ms, "rtt_p95_ms": self.rtt_p95_ms, "rtt_p99_ms": self.rtt_p99_ms,
                 "jitter_ms": self.jitter_ms, "loss_pct": self.loss_pct, "rounds": self.rounds,
-                "hours": self.hours, "samples": self.samples, "tcp_connect_p95_ms": self.tcp_connect_p95_ms,
-                "sse_first_event_p95_ms": self.sse_first_event_p95_ms, "stalls_per_min": self.stalls_per_min,
-                "sse_delay_var_p95_ms": self.sse_delay_var_p95_ms,
-                "sse_delay_var_p50_ms": self.sse_delay_var_p50_ms, "sse_gap_p95_ms": self.sse_gap_p95_ms,
-                "sse_server_first_ms": self.sse_server_first_ms, "sse_tpot_ms": self.sse_tpot_ms}
+                "hours": self.hours, "samples": self.samples,
+                **{name: self.extra.get(name) for name in report_figures()}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,9 +157,7 @@ class PeakRow:
             "datacenter": self.datacenter, "line": self.line, "detected_line": self.detected_line,
             "rtt_probe": self.rtt_probe, "peak": self.peak.to_dict(), "offpeak": self.offpeak.to_dict(),
             "worst_hour": self.worst_hour.to_dict() if self.worst_hour is not None else None,
-            "tcp_connect_p95_ms": self.peak.tcp_connect_p95_ms,
-            "sse_first_event_p95_ms": self.peak.sse_first_event_p95_ms,
-            "stalls_per_min": self.peak.stalls_per_min,
+            **{name: self.peak.figure(name) for name in row_figures()},
             "degradation": self.degradation.to_dict(), "score_ms": self.score_ms, "rank": self.rank,
             "profile": [p.to_dict() for p in self.profile],
         }
@@ -206,23 +228,20 @@ def _merged(entry: Entry | None, hours: Iterable[int]) -> _Merged | None:
     return _Merged(Sums.total([sums[h] for h in picked]), e)
 
 
-def _window(rtt: _Merged | None, tcp: _Merged | None, sse: _Merged | None) -> WindowFigures:
+def _window(rtt: _Merged | None, others: Mapping[str, _Merged | None]) -> WindowFigures:
+    """`others`: the figure probes' merged hours, by probe."""
     w = figures(rtt.sums, rtt.lo, rtt.hi) if rtt else None
-    t = figures(tcp.sums, tcp.lo, tcp.hi) if tcp else None
-    s = figures(sse.sums, sse.lo, sse.hi) if sse else None
+    extra: dict[str, float | None] = {}
+    for probe, pairs in figure_probes().items():
+        m = others.get(probe)
+        got = figures(m.sums, m.lo, m.hi) if m else None
+        for name, figure in pairs:
+            extra[name] = got[figure] if got else None
     return WindowFigures(
         rtt_p50_ms=w["rtt_p50_ms"] if w else None, rtt_p95_ms=w["rtt_p95_ms"] if w else None,
         rtt_p99_ms=w["rtt_p99_ms"] if w else None, jitter_ms=w["jitter_ms"] if w else None,
         loss_pct=w["loss_pct"] if w else None, rounds=w["rounds"] if w else 0,
-        hours=rtt.hours if rtt else 0, samples=w["samples"] if w else 0,
-        tcp_connect_p95_ms=t["rtt_p95_ms"] if t else None,
-        sse_first_event_p95_ms=s["rtt_p95_ms"] if s else None,
-        stalls_per_min=s["stalls_per_min"] if s else None,
-        sse_delay_var_p95_ms=s["delay_var_p95_ms"] if s else None,
-        sse_delay_var_p50_ms=s["delay_var_p50_ms"] if s else None,
-        sse_gap_p95_ms=s["gap_p95_ms"] if s else None,
-        sse_server_first_ms=s["server_first_ms"] if s else None, sse_tpot_ms=s["tpot_ms"] if s else None,
-        merged=rtt)
+        hours=rtt.hours if rtt else 0, samples=w["samples"] if w else 0, extra=extra, merged=rtt)
 
 
 def _worst_hour(rtt: _Merged | None, zone: ZoneInfo) -> WorstHour | None:
@@ -261,13 +280,13 @@ def _profile(rtt: Entry | None) -> tuple[HourProfile, ...]:
 
 def _row(agent: fleet.AgentInfo, zone: ZoneInfo, target_id: str, target: fleet.TargetInfo | None,
          by_probe: dict[str, Entry], window: HourWindow, offpeak: HourWindow | None) -> PeakRow:
-    rtt_probe = next((p for p in RTT_PROBES if p in by_probe), None)
+    rtt_probe = next((p for p in rtt_probes() if p in by_probe), None)
     rtt = by_probe.get(rtt_probe) if rtt_probe else None
-    tcp, sse = by_probe.get(TCP), by_probe.get(SSE)
+    others = {p: by_probe.get(p) for p in figure_probes()}
     rtt_peak = _merged(rtt, window.hours)
-    peak = _window(rtt_peak, _merged(tcp, window.hours), _merged(sse, window.hours))
-    off = _window(None, None, None) if offpeak is None else \
-        _window(_merged(rtt, offpeak.hours), _merged(tcp, offpeak.hours), _merged(sse, offpeak.hours))
+    peak = _window(rtt_peak, {p: _merged(e, window.hours) for p, e in others.items()})
+    off = _window(None, {}) if offpeak is None else \
+        _window(_merged(rtt, offpeak.hours), {p: _merged(e, offpeak.hours) for p, e in others.items()})
     return PeakRow(agent=agent.id, region=agent.region, timezone=str(zone.key), target=target_id,
                    datacenter=target.datacenter if target else None, line=target.line if target else None,
                    detected_line=None, rtt_probe=rtt_probe, peak=peak, offpeak=off,
@@ -281,13 +300,14 @@ async def _agent_series(store: Store, agent: str, local: LocalDays, known_target
     hour of day for the profile, else only in the windows, as tcp and sse; mtr only where there is no
     icmp."""
     in_windows = sorted({h for w in windows for h in w.hours})
-    only = {TCP: in_windows, SSE: in_windows} | ({} if profile else dict.fromkeys(RTT_PROBES, in_windows))
-    got = await store.local_days(agent, local.zone, local.first, local.now, (RTT_PROBES[0], TCP, SSE),
+    rtt, figured = rtt_probes(), [p for p in figure_probes() if p not in rtt_probes()]
+    only = dict.fromkeys(figured, in_windows) | ({} if profile else dict.fromkeys(rtt, in_windows))
+    got = await store.local_days(agent, local.zone, local.first, local.now, (*rtt[:1], *figured),
                                  hours_of_day=only)
-    with_icmp = {t for t, p in got if p == RTT_PROBES[0]}
-    others = sorted(set(known_targets) - with_icmp)
-    if others:
-        got.update(await store.local_days(agent, local.zone, local.first, local.now, RTT_PROBES[1:],
+    with_first = {t for t, p in got if rtt and p == rtt[0]}
+    others = sorted(set(known_targets) - with_first)
+    if others and rtt[1:]:
+        got.update(await store.local_days(agent, local.zone, local.first, local.now, rtt[1:],
                                           targets=others, hours_of_day=only))
     out: dict[str, dict[str, Entry]] = defaultdict(dict)
     for (target, probe), entry in got.items():

@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import Integer, Select, TextualSelect, and_, bindparam, insert, or_, select, text
 
+from netprobe.probes import REGISTRY
 from netprobe.store.engine import AsyncConnection
 from netprobe.store.envelopes import Envelope
 from netprobe.store.schema import path_changes, probe_results
@@ -21,11 +22,15 @@ from netprobe.store.schema import path_changes, probe_results
 PATH_CHANGE = "path_change"
 LINE_MISMATCH = "line_mismatch"
 KINDS = (PATH_CHANGE, LINE_MISMATCH)     # also the order of two events of one round
-MTR = "mtr"
 _PAGE = 32                               # stored rows read at a time while looking for the previous route
 _FIRST_PAGE = 2                          # ... at first: usually the newest one before the batch is it
 _HASH_MAX = 64                           # path_changes.old_hash/new_hash
 _LABEL_MAX = 32                          # path_changes.label
+
+
+def route_probes() -> tuple[str, ...]:
+    """The probes whose rounds carry a route verdict (their specs' route_events): mtr."""
+    return tuple(name for name, spec in REGISTRY.items() if spec.route_events)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +86,7 @@ def route_of(result_id: str, started_at: datetime, envelope: Mapping[str, Any]) 
     reached, or no path hash. Lenient about the shape: an odd route is unusable, never an error, so a
     collector does not refuse envelopes an agent stored."""
     result = envelope.get("result")
-    if envelope.get("probe") != MTR or not isinstance(result, Mapping):
+    if envelope.get("probe") not in route_probes() or not isinstance(result, Mapping):
         return None
     route = result.get("route")
     # `reached` is not pinned in DESIGN §7: only an explicit false makes a result unusable
@@ -149,7 +154,7 @@ def _page_query(dialect: str, limit: int, skipping: bool) -> Select[Any]:
     rid = c.id.collate("C") if dialect == "postgresql" else c.id
     query = (select(c.id, c.started_at, c.envelope)
              .where(c.agent_id == bindparam("agent_id"), c.target_id == bindparam("target_id"),
-                    c.probe == MTR, c.status != "error",
+                    c.probe.in_(route_probes()), c.status != "error",
                     or_(c.started_at < bindparam("at"), and_(c.started_at == bindparam("at"),
                                                              rid < bindparam("rid"))))
              .order_by(c.started_at.desc(), rid.desc()).limit(limit))
@@ -169,14 +174,15 @@ def _pg_first_pages() -> TextualSelect:
         "FROM unnest(CAST(:agents AS text[]), CAST(:targets AS text[]), CAST(:ats AS timestamptz[]), "
         "CAST(:rids AS text[])) WITH ORDINALITY AS k(agent_id, target_id, at, rid, n) "
         "CROSS JOIN LATERAL (SELECT c.id, c.started_at, c.envelope FROM probe_results AS c "
-        "WHERE c.agent_id = k.agent_id AND c.target_id = k.target_id AND c.probe = :mtr "
+        "WHERE c.agent_id = k.agent_id AND c.target_id = k.target_id "
+        "AND c.probe = ANY(CAST(:route_probes AS text[])) "
         "AND c.status <> 'error' AND (c.started_at < k.at "
         'OR (c.started_at = k.at AND c.id COLLATE "C" < k.rid COLLATE "C")) '
         "AND c.id <> ALL(CAST(:skip AS text[])) "
         f'ORDER BY c.started_at DESC, c.id COLLATE "C" DESC LIMIT {_FIRST_PAGE}) AS p '
         'ORDER BY k.n, p.started_at DESC, p.id COLLATE "C" DESC'
-    ).bindparams(mtr=MTR).columns(n=Integer(), id=c.id.type, started_at=c.started_at.type,
-                                  envelope=c.envelope.type)
+    ).bindparams(route_probes=list(route_probes())).columns(
+        n=Integer(), id=c.id.type, started_at=c.started_at.type, envelope=c.envelope.type)
 
 
 async def _first_pages(conn: AsyncConnection, cursors: Sequence[tuple[str, str, tuple[datetime, str]]],
@@ -230,9 +236,10 @@ async def detect_new(conn: AsyncConnection, new: Sequence[Envelope]) -> list[Pat
     """Events caused by `new`, results just inserted in this transaction, in time order."""
     by_key: dict[tuple[str, str], list[Route]] = {}
     new_mtr: dict[tuple[str, str], set[str]] = {}    # stored_routes ignores these, usable or not
+    routed = route_probes()
     for env in new:
         key = (str(env.agent["id"]), str(env.target["id"]))
-        if env.probe == MTR:
+        if env.probe in routed:
             new_mtr.setdefault(key, set()).add(env.id)
         route = route_of(env.id, env.started_at, env.raw)
         if route is not None:       # an unusable result never emits, so it needs no history either

@@ -13,7 +13,7 @@ from sqlalchemy import Select, cast, func, literal, select
 from sqlalchemy.dialects.postgresql import JSONB
 
 from netprobe.store.engine import AsyncConnection
-from netprobe.store.events import MTR, route_of
+from netprobe.store.events import route_of, route_probes
 from netprobe.store.schema import agents, path_changes, probe_results, targets
 from netprobe.store.store import Store
 
@@ -85,7 +85,7 @@ def _route_fields(c: Any, dialect: str) -> tuple[Any, ...]:
 def _label(row: Any) -> str | None:
     """route_of's verdict on the fields read by _route_fields."""
     status, unreached, route, line = row[-4:]
-    envelope = {"probe": MTR, "target": {"line": line},
+    envelope = {"probe": route_probes()[0], "target": {"line": line},
                 "result": {"status": status, "reached": False if unreached else None, "route": route}}
     found = route_of(row.id, row.started_at, envelope)
     return found.label if found is not None else None
@@ -103,7 +103,8 @@ async def _newest_routes(conn: AsyncConnection, dialect: str, pairs: Sequence[tu
         by_agent[agent_id].append(target_id)
 
     def newest(agent_id: str, target_id: Any, depth: int) -> Select[Any]:
-        return (select(c.id).where(c.agent_id == agent_id, c.target_id == target_id, c.probe == MTR,
+        return (select(c.id).where(c.agent_id == agent_id, c.target_id == target_id,
+                                   c.probe.in_(route_probes()),
                                    c.status != "error", c.started_at < now)
                 .order_by(c.started_at.desc(), c.id.desc()).limit(depth))
 
@@ -159,5 +160,5 @@ async def detected_lines(store: Store, pairs: Iterable[tuple[str, str]],
         for key, (label, started_at) in routes.items():
             seen = out.get(key)
             if seen is None or started_at >= seen.seen_at:
-                out[key] = DetectedLine(label, started_at, MTR)
+                out[key] = DetectedLine(label, started_at, route_probes()[0])
     return out

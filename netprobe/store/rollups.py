@@ -10,6 +10,8 @@ from typing import Any
 
 from ddsketch import DDSketch
 
+from netprobe.probes import REGISTRY
+from netprobe.probes.base import RollupFigure
 from netprobe.stats import loss_pct
 from netprobe.store import sketch as sketches
 from netprobe.store.envelopes import Envelope
@@ -67,8 +69,10 @@ class Rollup:
                     self.sketch = sketches.new_sketch()
                 sketches.add_all(self.sketch, env.samples_ms)
             self._extend(min(env.samples_ms), max(env.samples_ms), sum(env.samples_ms), len(env.samples_ms))
-        for name, value in extra_values(env.raw.get("result") or {}):
-            self._add_extra(name, value, 1)
+        spec = REGISTRY.get(env.probe)
+        if spec is not None and spec.rollup_extras is not None:
+            for name, value in spec.rollup_extras(env.raw.get("result") or {}):
+                self._add_extra(name, value, 1)
 
     def _add_extra(self, name: str, total: float, n: int) -> None:
         slot = self.extras.setdefault(name, [0.0, 0])
@@ -152,46 +156,22 @@ class Rollup:
             "rtt_p95_ms": self.quantile(0.95),
             "rtt_p99_ms": self.quantile(0.99),
             "jitter_ms": self.jitter_sum / self.jitter_count if self.jitter_count else None,
-            # sse: mean over streams of each stream's gap p95 / delay-variation p95; stalls per minute
-            # of streamed time (each stream's stalls over its duration, summed)
-            "gap_p95_ms": self._mean("gap_p95_ms"),
-            "delay_var_p50_ms": self._mean("delay_var_p50_ms"),
-            "delay_var_p95_ms": self._mean("delay_var_p95_ms"),
-            "stalls_per_min": self._stalls_per_min(),
-            # sse openai mode: the server's share of the first token (first event − response headers,
-            # the network's round trip cancels) and time per output token, means over streams
-            "server_first_ms": self._mean("server_first_ms"),
-            "tpot_ms": self._mean("tpot_ms"),
+            # then every registered probe's own figures (sse: gap_p95_ms, stalls_per_min, …), None
+            # where this span has none, so every row carries the same keys
+            **{f.name: self._derived(f) for f in rollup_figures()},
         }
 
-    def _stalls_per_min(self) -> float | None:
-        stalls, _ = self.extras.get("stalls", (0.0, 0))
-        seconds, n = self.extras.get("stream_s", (0.0, 0))
-        return stalls / (seconds / 60.0) if n and seconds > 0 else None
+    def _derived(self, f: RollupFigure) -> float | None:
+        if f.per is None:
+            return self._mean(f.extra)
+        total, _ = self.extras.get(f.extra, (0.0, 0))
+        per, n = self.extras.get(f.per, (0.0, 0))
+        return total / (per / f.per_scale) if n and per > 0 else None
 
 
-def extra_values(result: Mapping[str, Any]) -> list[tuple[str, float]]:
-    """The probe-specific figures of one result that rollups keep as sums (sse streams)."""
-    out: list[tuple[str, float]] = []
-    if result.get("status") != "ok" or result.get("probe") != "sse":
-        return out
-    gaps, delay_var = result.get("gaps_ms"), result.get("delay_var_ms")
-    blocks = (("gap_p95_ms", gaps, "p95"), ("delay_var_p50_ms", delay_var, "p50"),
-              ("delay_var_p95_ms", delay_var, "p95"))
-    for name, block, key in blocks:
-        value = block.get(key) if isinstance(block, Mapping) else None
-        if isinstance(value, int | float):
-            out.append((name, float(value)))
-    if result.get("mode") == "openai":
-        first, headers, tpot = result.get("first_event_ms"), result.get("ttfb_ms"), result.get("tpot_ms")
-        if isinstance(first, int | float) and isinstance(headers, int | float):
-            out.append(("server_first_ms", max(0.0, float(first) - float(headers))))
-        if isinstance(tpot, int | float):
-            out.append(("tpot_ms", float(tpot)))
-    stalls, seconds = result.get("stalls"), result.get("duration_s")
-    if isinstance(stalls, int | float) and isinstance(seconds, int | float) and seconds > 0:
-        out += [("stalls", float(stalls)), ("stream_s", float(seconds))]
-    return out
+def rollup_figures() -> list[RollupFigure]:
+    """The figures rollups derive from probes' extras, every registered probe's in registry order."""
+    return [f for spec in REGISTRY.values() for f in spec.rollup_figures]
 
 
 def _counted(envelopes: Iterable[Envelope]) -> tuple[dict[HourKey, Rollup], dict[HourKey, list[float]]]:
@@ -250,12 +230,18 @@ class _Figures:
     rtt_p95_ms: float | None
     rtt_p99_ms: float | None
     jitter_ms: float | None          # mean of the rounds' jitter
-    gap_p95_ms: float | None         # sse
-    delay_var_p50_ms: float | None   # sse
-    delay_var_p95_ms: float | None   # sse
-    stalls_per_min: float | None     # sse
-    server_first_ms: float | None    # sse, openai mode
-    tpot_ms: float | None            # sse, openai mode
+    # the probes' own figures (rollup_figures(): sse's gap_p95_ms, stalls_per_min, …), also readable
+    # as attributes
+    extra: Mapping[str, float | None]
+
+    def __getattr__(self, name: str) -> float | None:
+        # only called when `name` is not a field: a probe's figure
+        if name == "extra" or name.startswith("__"):
+            raise AttributeError(name)   # copy/pickle asking before the fields are set
+        try:
+            return self.extra[name]
+        except KeyError:
+            raise AttributeError(f"{type(self).__name__!r} has no figure {name!r}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,10 +256,10 @@ class HourRow(_Figures):
     def from_row(cls, row: Mapping[str, Any]) -> HourRow:
         rollup = Rollup.from_row(row)
         return cls(agent_id=row["agent_id"], target_id=row["target_id"], probe=row["probe"],
-                   hour=row["hour"], rollup=rollup, **rollup.figures())
+                   hour=row["hour"], rollup=rollup, **_fields(rollup))
 
     def to_dict(self) -> dict[str, Any]:
-        d = {k: getattr(self, k) for k in _FIGURES}
+        d = {**{k: getattr(self, k) for k in _FIGURES}, **self.extra}
         return {"agent_id": self.agent_id, "target_id": self.target_id, "probe": self.probe,
                 "hour": self.hour.isoformat().replace("+00:00", "Z"), **d}
 
@@ -286,12 +272,19 @@ class WindowStats(_Figures):
     rollup: Rollup = field(repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        d = {k: getattr(self, k) for k in _FIGURES}
+        d = {**{k: getattr(self, k) for k in _FIGURES}, **self.extra}
         return {"start": self.start.isoformat().replace("+00:00", "Z"),
                 "end": self.end.isoformat().replace("+00:00", "Z"), "hours": self.hours, **d}
 
 
-_FIGURES = tuple(_Figures.__dataclass_fields__)
+_FIGURES = tuple(k for k in _Figures.__dataclass_fields__ if k != "extra")
+
+
+def _fields(rollup: Rollup) -> dict[str, Any]:
+    """Rollup.figures as _Figures' fields: the common ones, and the probes' under `extra`."""
+    figures = rollup.figures()
+    common = {k: figures.pop(k) for k in _FIGURES}
+    return {**common, "extra": figures}
 
 
 def merge_hours(rows: Iterable[HourRow]) -> WindowStats | None:
@@ -304,4 +297,4 @@ def merge_hours(rows: Iterable[HourRow]) -> WindowStats | None:
     if not hours:
         return None
     return WindowStats(start=min(hours), end=max(hours) + HOUR, hours=len(hours), rollup=total,
-                       **total.figures())
+                       **_fields(total))

@@ -439,7 +439,8 @@ class Store:
             if all((known := self._refs.get(key)) is not None and known[0] == row
                    and clock - known[1] < REFS_REFRESH_S for key, row in mine):
                 if table is targets and self.dialect == "postgresql":
-                    mtr = sorted({str(e.target["id"]) for e in envs if e.probe == events.MTR})
+                    routed = events.route_probes()
+                    mtr = sorted({str(e.target["id"]) for e in envs if e.probe in routed})
                     if mtr:
                         await conn.execute(_LOCK_TARGETS, {"ids": mtr})
                 continue

@@ -23,18 +23,20 @@ NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 def figures(rng: random.Random, base: float | None, *, sse: bool) -> WindowFigures:
     if base is None:
-        return WindowFigures(None, None, None, None, None, 0, 0, 0, None, None, None, None)
+        return WindowFigures(None, None, None, None, None, 0, 0, 0)
     p50 = base * rng.uniform(1.0, 1.3)
     return WindowFigures(
         rtt_p50_ms=p50, rtt_p95_ms=p50 * rng.uniform(1.05, 1.6), rtt_p99_ms=p50 * rng.uniform(1.6, 3.0),
         jitter_ms=rng.uniform(0.1, 25.0), loss_pct=rng.choice([0.0, rng.uniform(0, 0.5), rng.uniform(1, 30)]),
         rounds=rng.randint(1, 5400), hours=rng.randint(1, 270), samples=rng.randint(20, 108000),
-        tcp_connect_p95_ms=p50 * 1.1 if rng.random() < 0.8 else None,
-        sse_first_event_p95_ms=p50 * 4 if sse else None, stalls_per_min=rng.uniform(0, 3) if sse else None,
-        sse_delay_var_p95_ms=rng.uniform(1, 40) if sse else None,
-        sse_delay_var_p50_ms=rng.uniform(0.5, 5) if sse else None,
-        sse_server_first_ms=rng.uniform(100, 900) if sse and rng.random() < 0.5 else None,
-        sse_tpot_ms=rng.uniform(10, 80) if sse else None)
+        extra=dict(
+            tcp_connect_p95_ms=p50 * 1.1 if rng.random() < 0.8 else None,
+            sse_first_event_p95_ms=p50 * 4 if sse else None,
+            stalls_per_min=rng.uniform(0, 3) if sse else None,
+            sse_delay_var_p95_ms=rng.uniform(1, 40) if sse else None,
+            sse_delay_var_p50_ms=rng.uniform(0.5, 5) if sse else None,
+            sse_server_first_ms=rng.uniform(100, 900) if sse and rng.random() < 0.5 else None,
+            sse_tpot_ms=rng.uniform(10, 80) if sse else None))
 
 
 def row(rng: random.Random, agent: str, region: str | None, target: str, *, line: str | None = "cn2-gia",

@@ -239,9 +239,20 @@ class TargetConfig(StrictModel):
         return getattr(self, key)
 
     def to_probe_target(self) -> ProbeTarget:
-        filled = {o.fills: getattr(self, o.key) for spec in REGISTRY.values() for o in spec.target_options}
-        return ProbeTarget(id=self.id, host=self.host.strip("[]"), datacenter=self.datacenter, line=self.line,
-                           family=_FAMILIES[self.family], **filled)
+        # the probes' options fill ProbeTarget's slots (port, url): a probe it runs first, in its order,
+        # then the others (registry order), so two probes adding a port do not take each other's
+        port: int | None = None
+        url: str | None = None
+        order = [*(p for p in self.probes if p in REGISTRY), *(p for p in REGISTRY if p not in self.probes)]
+        for probe in order:
+            for o in REGISTRY[probe].target_options:
+                value = getattr(self, o.key)
+                if o.fills == "port" and port is None and isinstance(value, int):
+                    port = value
+                elif o.fills == "url" and url is None and isinstance(value, str):
+                    url = value
+        return ProbeTarget(id=self.id, host=self.host.strip("[]"), port=port, url=url,
+                           datacenter=self.datacenter, line=self.line, family=_FAMILIES[self.family])
 
     @classmethod
     def key_order(cls) -> list[str]:

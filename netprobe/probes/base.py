@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -156,7 +156,7 @@ class TargetOption:
     key: str
     annotation: Any                   # a type as pydantic reads it (int, str | None, …)
     field: Any                        # pydantic FieldInfo
-    fills: str                        # ProbeTarget attribute: "port" or "url"
+    fills: Literal["port", "url"]     # the ProbeTarget attribute it sets
     required: bool = False
     check: Callable[[Any], Any] | None = None
 

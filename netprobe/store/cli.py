@@ -117,7 +117,7 @@ def _line_reader() -> Callable[[bytes, str], Envelope | None]:
     orjson when it reads the line as the json module would, else the json module, whose verdict and
     words stand."""
     from netprobe.collector.body import orjson_reads_alike
-    from netprobe.store import atlas
+    from netprobe.probes import atlas
     from netprobe.store.envelopes import parse_envelope
 
     unread = object()

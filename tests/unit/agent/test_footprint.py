@@ -14,7 +14,8 @@ from netprobe.store.migrate import _script_head, head_revision
 # (ripe.atlas.sagan is not listed: its namespace-package .pth imports `ripe` at interpreter start).
 NOT_IMPORTED = ("alembic", "mako", "pygments", "rich", "geoip2", "maxminddb", "influxdb_client",
                 "netprobe.lab", "netprobe.report", "netprobe.collector", "netprobe.alerts.engine",
-                "netprobe.alerts.notify", "netprobe.store.cli", "netprobe.probes.cli", "netprobe.demo",
+                "netprobe.alerts.notify", "netprobe.store.cli", "netprobe.probes.cli",
+                "netprobe.probes.cli_common", "netprobe.demo",
                 "netprobe.agent.summary",
                 # the ORM and sqlalchemy.ext.asyncio (which imports it): netprobe.store.engine has its own
                 # thin async engine over Core

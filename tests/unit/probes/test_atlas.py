@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from ripe.atlas.sagan import PingResult, Result, TracerouteResult
 
-from netprobe.store import atlas, open_store
+from netprobe.probes import atlas
+from netprobe.store import open_store
 from netprobe.store.envelopes import parse_envelope
 from tests.support.atlas import PINGS, TRACE_V1_TEXT, TRACES
 

@@ -1,0 +1,156 @@
+"""A probe is one plugin: a toy probe defined here, registered in REGISTRY and nowhere else, runs
+through config → agent (real scheduler, real SQLite store) → hourly rollups → `report peak` JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import Field
+from typer.testing import CliRunner
+
+from netprobe.agent.daemon import Agent
+from netprobe.cli import app
+from netprobe.config.agent import load_config
+from netprobe.probes import REGISTRY
+from netprobe.probes.base import (
+    AlertMetric,
+    ProbeContext,
+    ProbeSpec,
+    ProbeTarget,
+    ReportRole,
+    RollupFigure,
+    RoundSettings,
+    TargetOption,
+)
+from netprobe.probes.results import ProbeResult
+from netprobe.stats import jitter, loss_pct, rtt_stats
+from netprobe.times import utc_now
+
+# -- the toy probe: what a new probe module holds ------------------------------------------------------
+
+
+class ToySettings(RoundSettings):
+    count: int = Field(default=4, ge=1, le=100, description="pretend requests per round")
+    base_ms: float = Field(default=10.0, gt=0, description="the pretend RTT")
+
+
+@dataclass(slots=True)
+class ToyResult(ProbeResult):
+    port: int = 0
+    sent: int = 0
+    received: int = 0
+    loss_pct: float = 0.0
+    jitter_ms: float | None = None
+    samples_ms: list[float | None] = field(default_factory=list)
+    widgets: float = 0.0                     # a figure of its own, summed into its rollup's extras
+
+    def to_dict(self) -> dict[str, Any]:
+        d = ProbeResult.to_dict(self)
+        got = [s for s in self.samples_ms if s is not None]
+        stats = rtt_stats(got)
+        d.update(port=self.port, sent=self.sent, received=self.received, loss_pct=self.loss_pct,
+                 rtt_ms=stats.to_dict() if stats else None, jitter_ms=self.jitter_ms,
+                 samples_ms=list(self.samples_ms), widgets=self.widgets)
+        return d
+
+
+async def run(target: ProbeTarget, settings: ToySettings, ctx: ProbeContext) -> ToyResult:
+    # no network: one lost request in every round, the others base_ms, base_ms + 1, …
+    samples: list[float | None] = [None, *(settings.base_ms + i for i in range(settings.count - 1))]
+    got = [s for s in samples if s is not None]
+    return ToyResult(probe="toy", host=target.host, started_at=utc_now(), status="ok", port=target.port or 0,
+                     sent=len(samples), received=len(got), loss_pct=loss_pct(len(samples), len(got)),
+                     jitter_ms=jitter(samples), samples_ms=samples, widgets=float(target.port or 0))
+
+
+def extras(result: Mapping[str, Any]) -> list[tuple[str, float]]:
+    widgets = result.get("widgets")
+    return [("widgets", float(widgets))] if isinstance(widgets, int | float) else []
+
+
+SPEC = ProbeSpec(
+    name="toy", settings_model=ToySettings, run=run, result_type=ToyResult,
+    target_options=(TargetOption(key="toy_port", annotation=int, fills="port",
+                                 field=Field(default=7, ge=1, le=65535, description="the toy's port")),),
+    rollup_extras=extras, rollup_figures=(RollupFigure("toy_widgets", "widgets"),),
+    report=ReportRole(rtt_rank=5, figures=(("toy_widgets", "toy_widgets"), ("toy_p95_ms", "rtt_p95_ms")),
+                      on_row=("toy_widgets",)),
+    alert_metrics=(AlertMetric("loss_pct", rank=5),))
+
+# -- the test ------------------------------------------------------------------------------------------
+
+CONFIG = """
+[agent]
+id = "toy-agent"
+region = "test"
+isp = "lo"
+timezone = "UTC"
+
+[storage]
+url = "sqlite:///{db}"
+
+[probes.toy]
+every = "0.5s"
+count = 4
+interval = "0.05s"
+timeout = "0.1s"
+base_ms = 20.0
+
+[[targets]]
+id = "toy-target"
+host = "toy.invalid"
+datacenter = "lab"
+probes = ["toy"]
+toy_port = 42
+"""
+
+
+@pytest.fixture
+def toy(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setitem(REGISTRY, "toy", SPEC)   # the one registry line
+    yield
+
+
+def test_toy_probe_runs_config_to_report(toy: None, tmp_path: Path) -> None:
+    db, cfg = tmp_path / "toy.db", tmp_path / "agent.toml"
+    cfg.write_text(CONFIG.format(db=db))
+    config = load_config(cfg)
+    (target,) = config.targets
+    assert target.option("toy_port") == 42 and target.to_probe_target().port == 42
+    assert isinstance(config.probe_settings(target, "toy"), ToySettings)
+
+    started = time.monotonic()
+    assert asyncio.run(Agent(cfg, config, duration=2.5).run()) == 0
+    assert time.monotonic() - started < 30
+
+    hour = utc_now().hour    # the agent's zone is UTC: a window around now holds every round
+    window = f"{(hour - 1) % 24}-{(hour + 1) % 24}"
+    report = CliRunner().invoke(app, ["report", "peak", "--db", f"sqlite:///{db}", "--days", "1",
+                                      "--window", window, "--format", "json"])
+    assert report.exit_code == 0, report.output
+    rows = json.loads(report.output)["rows"]
+    (row,) = [r for r in rows if r["target"] == "toy-target"]
+    assert row["agent"] == "toy-agent" and row["rtt_probe"] == "toy"
+    peak = row["peak"]
+    assert peak["rounds"] >= 2
+    assert peak["loss_pct"] == pytest.approx(25.0)               # one request of four lost, every round
+    assert 20.0 * 0.98 <= peak["rtt_p50_ms"] <= 23.0 * 1.02      # samples 20, 21, 22 ms (sketch ±1 %)
+    assert peak["toy_widgets"] == pytest.approx(42.0)            # its rollup figure: the target's toy_port
+    assert peak["toy_p95_ms"] is not None and 20.0 * 0.98 <= peak["toy_p95_ms"] <= 22.0 * 1.02
+    assert row["toy_widgets"] == pytest.approx(42.0)             # repeated on the row, as its spec asks
+
+
+def test_toy_probe_settings_and_options_are_validated_by_config(toy: None, tmp_path: Path) -> None:
+    cfg = tmp_path / "agent.toml"
+    cfg.write_text(CONFIG.format(db=tmp_path / "x.db").replace("toy_port = 42", "toy_port = 0")
+                   .replace("base_ms = 20.0", "base_ms = -1.0"))
+    proc = CliRunner().invoke(app, ["config", "check", str(cfg)])
+    assert proc.exit_code == 2
+    assert "probes.toy.base_ms" in proc.output and "targets[0].toy_port" in proc.output

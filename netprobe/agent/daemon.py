@@ -64,7 +64,7 @@ class StoreSink:
         pass
 
 
-def _configure(ctx: ProbeContext, cfg: Config) -> None:
+def configure_context(ctx: ProbeContext, cfg: Config) -> None:
     """Each probe's [probes.<name>] applied to the shared context (the ICMP engine's send cap, …)."""
     for name, spec in REGISTRY.items():
         if spec.configure is not None and name in cfg.probes:
@@ -144,7 +144,7 @@ class Agent:
         self.store = store = await open_store(self.db_url)
         stack.push_async_callback(store.close)
         ctx = ProbeContext(resolver=Resolver(refresh=cfg.resolver.refresh))
-        _configure(ctx, cfg)
+        configure_context(ctx, cfg)
         stack.push_async_callback(ctx.close)
         self._enrich(ctx, None)
         # Alerts stop alongside the drain (their grace overlaps it), and are done before the store closes.
@@ -260,7 +260,7 @@ class Agent:
         old, self.config = self.config, new
         setup_logging(new.log.level, new.log.format)
         self._enrich(ctx, old)
-        _configure(ctx, new)
+        configure_context(ctx, new)
         jobs = self._jobs()
         scheduler.set_jobs(jobs)
         log_event(log, "info", "configuration reloaded", jobs=len(jobs))

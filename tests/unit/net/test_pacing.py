@@ -17,11 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from netprobe.config.agent import parse_config
+from netprobe.agent.daemon import configure_context
+from netprobe.config.agent import Config, parse_config
 from netprobe.errors import ConfigError
 from netprobe.icmp.engine import IcmpEngine
 from netprobe.net.pacing import BURST_SECONDS, DEFAULT_MAX_RATE, RateCap, launch_paced, offsets
+from netprobe.net.resolve import Resolver
 from netprobe.net.targets_file import MAX_TARGETS
+from netprobe.probes.base import ProbeContext
 
 root = pytest.mark.skipif(os.geteuid() != 0, reason="raw ICMP sockets need root")
 
@@ -242,9 +245,14 @@ probes = ["icmp"]
 
 
 def test_config_max_rate_is_the_agents_cap() -> None:
-    assert parse_config(AGENT + TARGET).icmp_max_rate() == DEFAULT_MAX_RATE
+    def agent_cap(config: Config) -> float | None:
+        ctx = ProbeContext(resolver=Resolver())   # as the agent configures its shared context
+        configure_context(ctx, config)
+        return ctx.icmp_max_rate
+
+    assert agent_cap(parse_config(AGENT + TARGET)) == DEFAULT_MAX_RATE
     config = parse_config(AGENT + "[probes.icmp]\nmax_rate = 500\n" + TARGET)
-    assert config.icmp_max_rate() == 500.0
+    assert agent_cap(config) == 500.0
 
 
 def test_config_max_rate_bad_values_and_per_target_override_are_named() -> None:

@@ -115,11 +115,13 @@ def wire_type(tp: Any, name: str = "", owner: str = "") -> Any:
     raise TypeError(f"{owner}.{name}: no JSON type for {tp!r}; annotate result fields with JSON-able types")
 
 
-def _resolved(cls: type, annotation: Any) -> Any:
+def _resolved(cls: type, annotation: Any, name: str | None = None) -> Any:
     """A field's annotation; under `from __future__ import annotations` a string, evaluated in the
-    namespace of the class's module."""
+    namespace of the module of the class that declares the field `name` (a probe's result class lives
+    in its probe's module, the common fields in netprobe.probes.results)."""
     if isinstance(annotation, str):
-        return eval(annotation, vars(sys.modules[cls.__module__]))
+        owner = next((c for c in cls.__mro__ if name in vars(c).get("__annotations__", {})), cls)
+        return eval(annotation, vars(sys.modules[owner.__module__]))
     return annotation
 
 
@@ -134,7 +136,7 @@ def _fields_model(name: str, fields: Mapping[str, tuple[Any, Any]]) -> type[Base
 @functools.cache
 def _dataclass_model(cls: type) -> type[BaseModel]:
     """A nested record (RttStats): every field required, as to_dict() always writes them all."""
-    fields = {f.name: (wire_type(_resolved(cls, f.type), f.name, cls.__name__), ...)
+    fields = {f.name: (wire_type(_resolved(cls, f.type, f.name), f.name, cls.__name__), ...)
               for f in dataclasses.fields(cls) if f.init}
     return _fields_model(cls.__name__, fields)
 
@@ -169,7 +171,7 @@ def _result_model(cls: type[ProbeResult]) -> type[BaseModel]:
     for f in dataclasses.fields(cls):
         if f.name in layout or not f.init:
             continue
-        tp = wire_type(_resolved(cls, f.type), f.name, cls.__name__)
+        tp = wire_type(_resolved(cls, f.type, f.name), f.name, cls.__name__)
         if f.default is not dataclasses.MISSING:
             default: Any = f.default
         elif f.default_factory is not dataclasses.MISSING:

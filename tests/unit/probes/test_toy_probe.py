@@ -30,7 +30,7 @@ from netprobe.probes.base import (
     TargetOption,
 )
 from netprobe.probes.results import ProbeResult
-from netprobe.stats import jitter, loss_pct, rtt_stats
+from netprobe.stats import jitter, loss_pct
 from netprobe.times import utc_now
 
 # -- the toy probe: what a new probe module holds ------------------------------------------------------
@@ -52,12 +52,10 @@ class ToyResult(ProbeResult):
     widgets: float = 0.0                     # a figure of its own, summed into its rollup's extras
 
     def to_dict(self) -> dict[str, Any]:
+        # exactly its fields: the store's envelope validator is derived from them (netprobe.store.wire)
         d = ProbeResult.to_dict(self)
-        got = [s for s in self.samples_ms if s is not None]
-        stats = rtt_stats(got)
         d.update(port=self.port, sent=self.sent, received=self.received, loss_pct=self.loss_pct,
-                 rtt_ms=stats.to_dict() if stats else None, jitter_ms=self.jitter_ms,
-                 samples_ms=list(self.samples_ms), widgets=self.widgets)
+                 jitter_ms=self.jitter_ms, samples_ms=list(self.samples_ms), widgets=self.widgets)
         return d
 
 

@@ -12,7 +12,7 @@ from netprobe.errors import UsageError
 
 if TYPE_CHECKING:
 
-    from netprobe.report.peak import PeakRow
+    from netprobe.report.rows import PeakRow
 
 
 def budget(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from netprobe.errors import UsageError
 
 if TYPE_CHECKING:
-    from netprobe.report.peak import PeakRow
+    from netprobe.report.rows import PeakRow
 
 TlsVersion = Literal["1.2", "1.3"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
@@ -140,7 +141,7 @@ ProbeRun = Callable[[ProbeTarget, S, ProbeContext], Awaitable[R]]
 @dataclass(frozen=True, slots=True)
 class ProbeCli:
     """`netprobe probe <name>`: its typer command and how its results print as a table. Built by the
-    spec's `cli` hook, on demand, so the agent never imports typer or rich."""
+    spec's `cli` module, on demand (ProbeSpec.load_cli), so the agent never imports typer or rich."""
 
     command: Callable[..., None]
     epilog: str | None = None
@@ -207,7 +208,9 @@ class ProbeSpec(Generic[S, R]):
     settings_model: type[S]
     run: ProbeRun[S, R]
     result_type: type[ProbeResult] = ProbeResult
-    cli: Callable[[], ProbeCli] | None = None           # lazy: imports typer/rich only when called
+    # The module holding this probe's `CLI: ProbeCli`, by name: imported only by `netprobe probe`, so
+    # the agent never loads typer or rich, and the CLI module depends on the probe, not the reverse.
+    cli: str | None = None
     target_options: tuple[TargetOption, ...] = ()
     rollup_extras: RollupExtras | None = None
     rollup_figures: tuple[RollupFigure, ...] = ()
@@ -222,6 +225,14 @@ class ProbeSpec(Generic[S, R]):
     # the agent's start, told whether it runs rounds of this probe: opens what must fail fast (exit 2)
     # and returns fields for the "agent started" log line
     startup: Callable[[ProbeContext, bool], dict[str, str]] | None = None
+
+    def load_cli(self) -> ProbeCli | None:
+        if self.cli is None:
+            return None
+        found = getattr(importlib.import_module(self.cli), "CLI", None)
+        if not isinstance(found, ProbeCli):
+            raise TypeError(f"{self.cli}.CLI is not a ProbeCli (probe {self.name!r})")
+        return found
 
     async def round(self, target: ProbeTarget, settings: ProbeSettings, ctx: ProbeContext) -> ProbeResult:
         """One round with settings validated elsewhere (config, the CLI) by this spec's model."""

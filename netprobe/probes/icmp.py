@@ -13,7 +13,6 @@ from netprobe.config.durations import Duration
 from netprobe.net.pacing import DEFAULT_MAX_RATE
 from netprobe.probes.base import (
     AlertMetric,
-    ProbeCli,
     ProbeContext,
     ProbeSettings,
     ProbeSpec,
@@ -84,11 +83,6 @@ async def run(target: ProbeTarget, settings: IcmpSettings, ctx: ProbeContext) ->
     )
 
 
-def _cli() -> ProbeCli:
-    from netprobe.probes.icmp_cli import CLI
-
-    return CLI
-
 
 def _configure(ctx: ProbeContext, settings: ProbeSettings) -> None:
     if isinstance(settings, IcmpSettings):
@@ -104,7 +98,7 @@ def _startup(ctx: ProbeContext, used: bool) -> dict[str, str]:
 
 
 SPEC = ProbeSpec(
-    name="icmp", settings_model=IcmpSettings, run=run, result_type=IcmpResult, cli=_cli,
+    name="icmp", settings_model=IcmpSettings, run=run, result_type=IcmpResult, cli="netprobe.probes.icmp_cli",
     agent_wide=(("max_rate", "the send-rate cap is the agent's, for all targets together"),),
     configure=_configure, startup=_startup,
     alert_metrics=(AlertMetric("loss_pct"), AlertMetric("rtt_p95_ms"), AlertMetric("jitter_ms")),

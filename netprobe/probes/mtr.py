@@ -17,7 +17,6 @@ from netprobe.mtr.packets import PAYLOAD
 from netprobe.net.lines import RouteVerdict
 from netprobe.probes.base import (
     AlertMetric,
-    ProbeCli,
     ProbeContext,
     ProbeSettings,
     ProbeSpec,
@@ -190,14 +189,9 @@ def _result(base: MtrResult, path: Path, target: ProbeTarget, ctx: ProbeContext,
     return result
 
 
-def _cli() -> ProbeCli:
-    from netprobe.probes.mtr_cli import CLI
-
-    return CLI
-
 
 SPEC = ProbeSpec(
-    name="mtr", settings_model=MtrSettings, run=run, result_type=MtrResult, cli=_cli,
+    name="mtr", settings_model=MtrSettings, run=run, result_type=MtrResult, cli="netprobe.probes.mtr_cli",
     # its destination's figures stand in for icmp's where a target has no icmp
     alert_metrics=(AlertMetric("loss_pct", rank=1), AlertMetric("rtt_p95_ms", rank=1),
                    AlertMetric("jitter_ms", rank=1), AlertMetric("path_change", events=True),

@@ -11,10 +11,9 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-import aiohttp
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from netprobe.config.base import HttpUrl
@@ -22,7 +21,6 @@ from netprobe.config.durations import Duration
 from netprobe.errors import SetupError
 from netprobe.probes.base import (
     AlertMetric,
-    ProbeCli,
     ProbeContext,
     ProbeSettings,
     ProbeSpec,
@@ -33,10 +31,16 @@ from netprobe.probes.base import (
 )
 from netprobe.probes.results import ProbeResult, count_problems
 from netprobe.sse import metrics
-from netprobe.sse.client import Capture, Limits, new_session, stream
 from netprobe.sse.parser import SseComment, SseEvent
 from netprobe.stats import percentile
 from netprobe.times import utc_now
+
+if TYPE_CHECKING:
+    # aiohttp (~0.2 s to import) only when a stream is read: the registry, and with it the store, the
+    # report and the collector, load this module to know the probe, not to run it.
+    import aiohttp
+
+    from netprobe.sse.client import Capture, Limits
 
 
 def _as_tuple(value: object) -> object:
@@ -74,6 +78,8 @@ class SseSettings(ProbeSettings):
         return self.timeout
 
     def limits(self) -> Limits:
+        from netprobe.sse.client import Limits
+
         return Limits(total_s=self.timeout, connect_s=self.connect_timeout, idle_s=self.idle_timeout,
                       max_event_bytes=self.max_event_bytes, max_total_bytes=self.max_total_bytes)
 
@@ -215,6 +221,8 @@ def api_key(settings: SseSettings) -> str | None:
 
 
 async def run(target: ProbeTarget, settings: SseSettings, ctx: ProbeContext) -> SseResult:
+    from netprobe.sse.client import new_session
+
     async with new_session() as session:
         return await read_stream(session, target, settings)
 
@@ -222,6 +230,8 @@ async def run(target: ProbeTarget, settings: SseSettings, ctx: ProbeContext) -> 
 async def read_stream(session: aiohttp.ClientSession, target: ProbeTarget, settings: SseSettings,
                       key: str | None = None) -> SseResult:
     """One exchange on `session`; every failure of the network or the server is a classified result."""
+    from netprobe.sse.client import stream
+
     url = target.url or target.host
     started = utc_now()
     t0 = time.monotonic()
@@ -323,6 +333,8 @@ class SweepReport:
 
 async def sweep(url: str, settings: SseSettings, levels: Sequence[int]) -> SweepReport:
     """Per level, that many streams at once on fresh connections: TTFT and TPOT p50/p95, errors."""
+    from netprobe.sse.client import new_session
+
     key = api_key(settings) if settings.mode == "openai" else None
     target = ProbeTarget(id=url, host=urlsplit(url).hostname or url, url=url)
     out = []
@@ -359,11 +371,6 @@ def _p50_p95(values: list[float]) -> Spread | None:
     s = sorted(values)
     return Spread(p50=percentile(s, 50), p95=percentile(s, 95))
 
-
-def _cli() -> ProbeCli:
-    from netprobe.probes.sse_cli import CLI
-
-    return CLI
 
 
 def rollup_extras(result: Mapping[str, Any]) -> list[tuple[str, float]]:
@@ -403,7 +410,8 @@ ROLLUP_FIGURES = (RollupFigure("gap_p95_ms", "gap_p95_ms"),
 URL_OPTION = TargetOption(key="sse_url", annotation=HttpUrl | None, fills="url", required=True,
                           field=Field(default=None, description="URL of the sse probe"))
 
-SPEC = ProbeSpec(name="sse", settings_model=SseSettings, run=run, result_type=SseResult, cli=_cli,
+SPEC = ProbeSpec(name="sse", settings_model=SseSettings, run=run, result_type=SseResult,
+                 cli="netprobe.probes.sse_cli",
                  target_options=(URL_OPTION,), rollup_extras=rollup_extras, rollup_figures=ROLLUP_FIGURES,
                  alert_metrics=(AlertMetric("stalls_per_min"),), report=ReportRole(figures=(
                      ("sse_first_event_p95_ms", "rtt_p95_ms"), ("stalls_per_min", "stalls_per_min"),

@@ -23,7 +23,6 @@ from pydantic import Field
 from netprobe.config.durations import Duration
 from netprobe.probes.base import (
     AlertMetric,
-    ProbeCli,
     ProbeContext,
     ProbeSpec,
     ProbeTarget,
@@ -221,16 +220,12 @@ def _finish(res: TcpResult, t0: float) -> TcpResult:
     return res
 
 
-def _cli() -> ProbeCli:
-    from netprobe.probes.tcp_cli import CLI
-
-    return CLI
-
 
 PORT_OPTION = TargetOption(key="tcp_port", annotation=int, fills="port",
                            field=Field(default=443, ge=1, le=65535, description="port of the tcp probe"))
 
-SPEC = ProbeSpec(name="tcp", settings_model=TcpSettings, run=run, result_type=TcpResult, cli=_cli,
+SPEC = ProbeSpec(name="tcp", settings_model=TcpSettings, run=run, result_type=TcpResult,
+                 cli="netprobe.probes.tcp_cli",
                  target_options=(PORT_OPTION,),
                  alert_metrics=(AlertMetric("rtt_p95_ms", rank=2), AlertMetric("jitter_ms", rank=2)),
                  report=ReportRole(figures=(("tcp_connect_p95_ms", "rtt_p95_ms"),),

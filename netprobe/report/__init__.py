@@ -1,3 +1,2 @@
-"""Reports computed from the hourly rollups: `netprobe report peak` (peak.py computes, render_* print).
-
-`from netprobe.report.peak import peak_rows, PeakRow` for other commands (e.g. the budget)."""
+"""Reports computed from the hourly rollups: `netprobe report peak` (peak.py computes, rows.py holds
+its rows, render_* print). Other commands (the budget, diagnose) take `peak.peak_rows` and `rows.PeakRow`."""

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .peak import PeakReport, PeakRow
+from .peak import PeakReport
+from .rows import PeakRow
 
 NONE = "—"
 

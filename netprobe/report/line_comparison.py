@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from netprobe.store.rollups import Rollup
 
-from .peak import PeakRow
+from .rows import PeakRow
 
 UNDECLARED = "undeclared"
 

@@ -12,155 +12,26 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from netprobe.probes import REGISTRY
 from netprobe.stats import loss_pct
 from netprobe.store import fleet
 from netprobe.store.prefix import COUNTERS, Extremes, Sums, combine, figures, quantiles
-from netprobe.store.rollups import Rollup
 from netprobe.store.store import Store
 from netprobe.times import iso, utc_now
 
 from .ranking import RULE, rank_rows
+from .rows import (
+    Degradation,
+    HourProfile,
+    MergedHours,
+    PeakRow,
+    WindowFigures,
+    WorstHour,
+    figure_probes,
+    rtt_probes,
+)
 from .windows import DEFAULT_OFFPEAK, DEFAULT_WINDOW, HourWindow, LocalDays, last_days, window_of, zone_of
 
 DEFAULT_DAYS = 7
-
-
-def rtt_probes() -> list[str]:
-    """Probes that can be a row's RTT source, first choice first (icmp, then an mtr trace's
-    destination figures where there is no icmp): their specs' report.rtt_rank."""
-    ranked = [(spec.report.rtt_rank, i, name) for i, (name, spec) in enumerate(REGISTRY.items())
-              if spec.report.rtt_rank is not None]
-    return [name for _, _, name in sorted(ranked)]
-
-
-def figure_probes() -> dict[str, tuple[tuple[str, str], ...]]:
-    """probe → its (report field, rollup figure) pairs (tcp's connect P95, sse's stream figures)."""
-    return {name: spec.report.figures for name, spec in REGISTRY.items() if spec.report.figures}
-
-
-def report_figures() -> list[str]:
-    """Every probe figure a window carries, in registry order."""
-    return [field for figures in figure_probes().values() for field, _ in figures]
-
-
-def row_figures() -> list[str]:
-    """The probe figures a row repeats at its top level (its peak window's)."""
-    return [f for spec in REGISTRY.values() for f in spec.report.on_row]
-
-
-@dataclass(frozen=True, slots=True)
-class WindowFigures:
-    """One window (peak or off-peak) of one agent × target, over the days."""
-
-    rtt_p50_ms: float | None          # RTT probe's merged sketch (±1 %)
-    rtt_p95_ms: float | None
-    rtt_p99_ms: float | None
-    jitter_ms: float | None           # mean of the rounds' jitter
-    loss_pct: float | None            # 100·(sent − received)/sent over every request of the window
-    rounds: int                       # RTT-probe rounds
-    hours: int                        # hour rows merged
-    samples: int                      # RTT samples behind the quantiles
-    # the probes' own figures (report_figures(): tcp_connect_p95_ms, sse_first_event_p95_ms,
-    # stalls_per_min, …), also readable as attributes; absent = None
-    extra: Mapping[str, float | None] = field(default_factory=dict)
-    merged: _Merged | None = field(default=None, repr=False, compare=False)   # the merged RTT hours
-
-    def __getattr__(self, name: str) -> float | None:
-        # only called when `name` is not a field
-        if name in ("extra", "merged") or name.startswith("__") or name not in report_figures():
-            raise AttributeError(f"{type(self).__name__!r} has no figure {name!r}")
-        return self.extra.get(name)
-
-    def figure(self, name: str) -> float | None:
-        """A probe's figure by name (None where the window has none)."""
-        return self.extra.get(name)
-
-    @property
-    def rollup(self) -> Rollup | None:
-        """The merged RTT hours as a Rollup (sketch included), built when asked for."""
-        return self.merged.rollup if self.merged is not None else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"rtt_p50_ms": self.rtt_p50_ms, "rtt_p95_ms": self.rtt_p95_ms, "rtt_p99_ms": self.rtt_p99_ms,
-                "jitter_ms": self.jitter_ms, "loss_pct": self.loss_pct, "rounds": self.rounds,
-                "hours": self.hours, "samples": self.samples,
-                **{name: self.extra.get(name) for name in report_figures()}}
-
-
-@dataclass(frozen=True, slots=True)
-class WorstHour:
-    hour: datetime                    # local start of the hour (aware, agent's zone)
-    loss_pct: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"hour": self.hour.isoformat(), "loss_pct": self.loss_pct}
-
-
-@dataclass(frozen=True, slots=True)
-class Degradation:
-    """Peak minus off-peak (ratio: peak / off-peak); None where either side is missing."""
-
-    rtt_p50_delta_ms: float | None
-    rtt_p95_delta_ms: float | None
-    rtt_p95_ratio: float | None
-    jitter_delta_ms: float | None
-    loss_delta_pct: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"rtt_p50_delta_ms": self.rtt_p50_delta_ms, "rtt_p95_delta_ms": self.rtt_p95_delta_ms,
-                "rtt_p95_ratio": self.rtt_p95_ratio, "jitter_delta_ms": self.jitter_delta_ms,
-                "loss_delta_pct": self.loss_delta_pct}
-
-
-@dataclass(frozen=True, slots=True)
-class HourProfile:
-    """One local hour of day (0–23), merged over the days: the HTML's 24-hour profile."""
-
-    hour: int
-    rtt_p5_ms: float | None
-    rtt_p50_ms: float | None
-    rtt_p95_ms: float | None
-    loss_pct: float | None
-    rounds: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"hour": self.hour, "rtt_p5_ms": self.rtt_p5_ms, "rtt_p50_ms": self.rtt_p50_ms,
-                "rtt_p95_ms": self.rtt_p95_ms, "loss_pct": self.loss_pct, "rounds": self.rounds}
-
-
-@dataclass(frozen=True, slots=True)
-class PeakRow:
-    agent: str
-    region: str | None
-    timezone: str                     # the zone the windows were taken in
-    target: str
-    datacenter: str | None
-    line: str | None                  # declared (targets.line)
-    detected_line: str | None         # latest mtr route label; None without mtr
-    rtt_probe: str | None             # "icmp", "mtr", or None when neither measured this target
-    peak: WindowFigures
-    offpeak: WindowFigures
-    worst_hour: WorstHour | None      # the peak-window hour with the most loss
-    degradation: Degradation
-    profile: tuple[HourProfile, ...] = field(repr=False)
-    score_ms: float | None = None     # ranking score (ranking.py); lower is better
-    rank: int | None = None           # 1 = best within the region; None when there is no peak RTT
-
-    @property
-    def line_mismatch(self) -> bool:
-        return self.line is not None and self.detected_line is not None and self.line != self.detected_line
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "agent": self.agent, "region": self.region, "timezone": self.timezone, "target": self.target,
-            "datacenter": self.datacenter, "line": self.line, "detected_line": self.detected_line,
-            "rtt_probe": self.rtt_probe, "peak": self.peak.to_dict(), "offpeak": self.offpeak.to_dict(),
-            "worst_hour": self.worst_hour.to_dict() if self.worst_hour is not None else None,
-            **{name: self.peak.figure(name) for name in row_figures()},
-            "degradation": self.degradation.to_dict(), "score_ms": self.score_ms, "rank": self.rank,
-            "profile": [p.to_dict() for p in self.profile],
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,32 +58,7 @@ Entry = tuple[dict[int, Sums], dict[int, Extremes]]     # one series: sums and e
 _COUNTER = {name: i for i, name in enumerate(COUNTERS)}
 
 
-@dataclass(slots=True)
-class _Merged:
-    sums: Sums
-    extremes: Extremes | None
-    _rollup: Rollup | None = None
-
-    @property
-    def hours(self) -> int:
-        return self.sums.hours
-
-    @property
-    def lo(self) -> float | None:
-        return self.extremes[0] if self.extremes else None
-
-    @property
-    def hi(self) -> float | None:
-        return self.extremes[1] if self.extremes else None
-
-    @property
-    def rollup(self) -> Rollup:
-        if self._rollup is None:
-            self._rollup = self.sums.rollup(self.lo, self.hi)
-        return self._rollup
-
-
-def _merged(entry: Entry | None, hours: Iterable[int]) -> _Merged | None:
+def _merged(entry: Entry | None, hours: Iterable[int]) -> MergedHours | None:
     """The hours of day `hours` of one series, merged (exact min/max from the extremes)."""
     if entry is None:
         return None
@@ -221,14 +67,14 @@ def _merged(entry: Entry | None, hours: Iterable[int]) -> _Merged | None:
     if not picked:
         return None
     if len(picked) == 1:
-        return _Merged(sums[picked[0]], ext.get(picked[0]))
+        return MergedHours(sums[picked[0]], ext.get(picked[0]))
     e: Extremes | None = None
     for h in picked:
         e = combine(e, ext.get(h))
-    return _Merged(Sums.total([sums[h] for h in picked]), e)
+    return MergedHours(Sums.total([sums[h] for h in picked]), e)
 
 
-def _window(rtt: _Merged | None, others: Mapping[str, _Merged | None]) -> WindowFigures:
+def _window(rtt: MergedHours | None, others: Mapping[str, MergedHours | None]) -> WindowFigures:
     """`others`: the figure probes' merged hours, by probe."""
     w = figures(rtt.sums, rtt.lo, rtt.hi) if rtt else None
     extra: dict[str, float | None] = {}
@@ -244,7 +90,7 @@ def _window(rtt: _Merged | None, others: Mapping[str, _Merged | None]) -> Window
         hours=rtt.hours if rtt else 0, samples=w["samples"] if w else 0, extra=extra, merged=rtt)
 
 
-def _worst_hour(rtt: _Merged | None, zone: ZoneInfo) -> WorstHour | None:
+def _worst_hour(rtt: MergedHours | None, zone: ZoneInfo) -> WorstHour | None:
     e = rtt.extremes if rtt else None
     if e is None or e[2] is None:
         return None

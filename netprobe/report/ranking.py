@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .peak import PeakRow
+    from .rows import PeakRow
 
 LOSS_PENALTY_MS_PER_PCT = 100.0
 RULE = "score_ms = peak rtt_p95_ms + 100 ms per 1 % peak loss; rank 1 = lowest score within the region"

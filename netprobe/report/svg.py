@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from html import escape
 
 from .line_comparison import LineFigures
-from .peak import HourProfile, PeakRow
+from .rows import HourProfile, PeakRow
 from .windows import HourWindow
 
 BAND = "#9ecae1"          # P5–P95 smoke

@@ -14,8 +14,9 @@ from rich.table import Table
 from netprobe.budget.compute import BudgetParams, BudgetRow, budget_rows, candidate
 from netprobe.budget.table import ms as _ms
 from netprobe.report.columns import COLUMNS, empty_message, title
-from netprobe.report.peak import Degradation, PeakReport, PeakRow, WindowFigures, WorstHour
+from netprobe.report.peak import PeakReport
 from netprobe.report.ranking import rank_rows
+from netprobe.report.rows import Degradation, PeakRow, WindowFigures, WorstHour
 from netprobe.report.windows import HourWindow
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

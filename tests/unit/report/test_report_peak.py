@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from netprobe.report.peak import PeakReport, PeakRow, compute, peak_rows
+from netprobe.report.peak import PeakReport, compute, peak_rows
 from netprobe.report.ranking import LOSS_PENALTY_MS_PER_PCT
 from netprobe.report.render_md import markdown
 from netprobe.report.render_table import print_table
+from netprobe.report.rows import PeakRow
 from netprobe.store import Store, open_store
 from tests.support.report import (
     AGENTS,

@@ -26,6 +26,9 @@ def scratch_database(options: str = "") -> Iterator[str]:
     try:
         admin = psycopg.connect(_admin_dsn(), autocommit=True, connect_timeout=5)
     except psycopg.OperationalError as exc:
+        # In CI (.ci/run starts the server) an unreachable database is a failure, never a skip.
+        if os.environ.get("NETPROBE_REQUIRE_ALL") == "1":
+            pytest.fail(f"PostgreSQL not reachable at {ADMIN_URL}: {exc}")
         pytest.skip(f"PostgreSQL not reachable at {ADMIN_URL}: {exc}")
     with admin:
         admin.execute(f'CREATE DATABASE "{name}" {options}')

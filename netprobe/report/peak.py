@@ -5,16 +5,18 @@ retention)."""
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict, deque
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from netprobe.stats import loss_pct
 from netprobe.store import fleet
-from netprobe.store.prefix import COUNTERS, Extremes, Sums, combine, figures, quantiles
+from netprobe.store.prefix import COUNTERS
+from netprobe.store.rollups import rollup_figures
 from netprobe.store.store import Store
 from netprobe.times import iso, utc_now
 
@@ -29,6 +31,10 @@ from .rows import (
     figure_probes,
     rtt_probes,
 )
+
+if TYPE_CHECKING:
+    from netprobe.store.hour_arrays import HourArrays, Window
+
 from .windows import DEFAULT_OFFPEAK, DEFAULT_WINDOW, HourWindow, LocalDays, last_days, window_of, zone_of
 
 DEFAULT_DAYS = 7
@@ -54,44 +60,96 @@ class PeakReport:
 
 
 # -- computing ----------------------------------------------------------------------------------------
-Entry = tuple[dict[int, Sums], dict[int, Extremes]]     # one series: sums and extremes by local hour
+# Every series of one agent and probe at once (netprobe.store.hour_arrays): a window is one merge over
+# its hours for all of them, a profile 24; the figures are Rollup.figures' on the merged hours.
 _COUNTER = {name: i for i, name in enumerate(COUNTERS)}
+_QS = (0.50, 0.95, 0.99)
+_PROFILE_QS = (0.05, 0.50, 0.95)
 
 
-def _merged(entry: Entry | None, hours: Iterable[int]) -> MergedHours | None:
-    """The hours of day `hours` of one series, merged (exact min/max from the extremes)."""
-    if entry is None:
+def _ints(w: Window, name: str) -> list[int]:
+    return [round(v) for v in w.c[:, _COUNTER[name]].tolist()]
+
+
+def _or_none(values: Any) -> list[float | None]:
+    return [None if v != v else v for v in values]
+
+
+def _figures(w: Window, names: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Per series, Rollup.figures of the merged hours (its quantiles by the DDSketch rank rule): the
+    keys the report reads, and of the probes' own figures those in `names` (all when None)."""
+    n = len(w.hours)
+    sent, received, rounds = _ints(w, "sent"), _ints(w, "received"), _ints(w, "rounds")
+    samples, jitter_n = _ints(w, "rtt_count"), _ints(w, "jitter_count")
+    jitter_sum = w.c[:, _COUNTER["jitter_sum"]].tolist()
+    q = w.quantiles(_QS)
+    p50, p95, p99 = (_or_none(q[:, j].tolist()) for j in range(3))
+    derived: dict[str, list[float | None]] = {}
+    for f in rollup_figures():
+        if names is not None and f.name not in names:
+            continue
+        total = w.extras.get(f.extra)
+        if f.per is None:
+            derived[f.name] = [None] * n if total is None else \
+                [t / round(k) if round(k) else None for t, k in total.tolist()]
+            continue
+        per = w.extras.get(f.per)
+        if per is None:
+            derived[f.name] = [None] * n
+            continue
+        totals = [0.0] * n if total is None else [t for t, _ in total.tolist()]
+        derived[f.name] = [t / (p / f.per_scale) if round(k) and p > 0 else None
+                           for t, (p, k) in zip(totals, per.tolist(), strict=True)]
+    return [{"rounds": rounds[i], "samples": samples[i],
+             "loss_pct": loss_pct(sent[i], received[i]) if sent[i] else None,
+             "jitter_ms": jitter_sum[i] / jitter_n[i] if jitter_n[i] else None,
+             "rtt_p50_ms": p50[i], "rtt_p95_ms": p95[i], "rtt_p99_ms": p99[i],
+             **{k: v[i] for k, v in derived.items()}} for i in range(n)]
+
+
+@dataclass(slots=True)
+class _Merged:
+    """One probe's window for every series of an agent: figures per series, and what a row keeps."""
+
+    window: Window
+    figures: list[dict[str, Any]]
+
+    def merged(self, i: int) -> MergedHours | None:
+        if not self.window.hours[i]:
+            return None
+        e = self.window.ext[i].tolist()
+        extremes = None if all(v != v for v in e) else [None if v != v else v for v in e]
+        return MergedHours(int(self.window.hours[i]), extremes, partial(self.window.sums, i))
+
+
+def _merge(arrays: HourArrays | None, hours: Sequence[int], names: Sequence[str] | None) -> _Merged | None:
+    if arrays is None:
         return None
-    sums, ext = entry
-    picked = [h for h in hours if h in sums and sums[h].hours]
-    if not picked:
-        return None
-    if len(picked) == 1:
-        return MergedHours(sums[picked[0]], ext.get(picked[0]))
-    e: Extremes | None = None
-    for h in picked:
-        e = combine(e, ext.get(h))
-    return MergedHours(Sums.total([sums[h] for h in picked]), e)
+    w = arrays.window(hours)
+    return _Merged(w, _figures(w, names))
 
 
-def _window(rtt: MergedHours | None, others: Mapping[str, MergedHours | None]) -> WindowFigures:
-    """`others`: the figure probes' merged hours, by probe."""
-    w = figures(rtt.sums, rtt.lo, rtt.hi) if rtt else None
+def _window_of(rtt: _Merged | None, i: int | None, others: Mapping[str, tuple[_Merged | None, int | None]]
+               ) -> WindowFigures:
+    """`others`: per figure probe, its merged window and this target's series in it."""
+    w = rtt.figures[i] if rtt is not None and i is not None and rtt.window.hours[i] else None
     extra: dict[str, float | None] = {}
     for probe, pairs in figure_probes().items():
-        m = others.get(probe)
-        got = figures(m.sums, m.lo, m.hi) if m else None
+        m, j = others.get(probe, (None, None))
+        got = m.figures[j] if m is not None and j is not None and m.window.hours[j] else None
         for name, figure in pairs:
             extra[name] = got[figure] if got else None
     return WindowFigures(
         rtt_p50_ms=w["rtt_p50_ms"] if w else None, rtt_p95_ms=w["rtt_p95_ms"] if w else None,
         rtt_p99_ms=w["rtt_p99_ms"] if w else None, jitter_ms=w["jitter_ms"] if w else None,
         loss_pct=w["loss_pct"] if w else None, rounds=w["rounds"] if w else 0,
-        hours=rtt.hours if rtt else 0, samples=w["samples"] if w else 0, extra=extra, merged=rtt)
+        hours=int(rtt.window.hours[i]) if w and rtt is not None and i is not None else 0,
+        samples=w["samples"] if w else 0, extra=extra,
+        merged=rtt.merged(i) if w and rtt is not None and i is not None else None)
 
 
-def _worst_hour(rtt: MergedHours | None, zone: ZoneInfo) -> WorstHour | None:
-    e = rtt.extremes if rtt else None
+def _worst_hour(m: MergedHours | None, zone: ZoneInfo) -> WorstHour | None:
+    e = m.extremes if m else None
     if e is None or e[2] is None:
         return None
     return WorstHour(datetime.fromtimestamp(e[3], UTC).astimezone(zone), e[2])
@@ -110,55 +168,70 @@ def _degradation(peak: WindowFigures, off: WindowFigures) -> Degradation:
                        loss_delta_pct=_delta(peak.loss_pct, off.loss_pct))
 
 
-def _profile(rtt: Entry | None) -> tuple[HourProfile, ...]:
-    out = []
+def _profiles(arrays: HourArrays) -> list[tuple[HourProfile, ...]]:
+    """Per series, its 24 local hours of day, each merged over the days."""
+    n = len(arrays.targets)
+    cols: list[list[HourProfile]] = []
     for h in range(24):
-        m = _merged(rtt, (h,))
-        if m is None:
-            out.append(HourProfile(h, None, None, None, None, 0))
-            continue
-        s, lo, hi = m.sums, m.lo, m.hi
-        sent, received, rounds = (round(s.c[_COUNTER[n]]) for n in ("sent", "received", "rounds"))
-        p5, p50, p95 = quantiles(s, (0.05, 0.50, 0.95), lo, hi)
-        out.append(HourProfile(h, p5, p50, p95, loss_pct(sent, received) if sent else None, rounds))
-    return tuple(out)
+        w = arrays.hour(h)
+        q = w.quantiles(_PROFILE_QS)
+        p5, p50, p95 = (_or_none(q[:, j].tolist()) for j in range(3))
+        sent, received, rounds = _ints(w, "sent"), _ints(w, "received"), _ints(w, "rounds")
+        present = w.hours.tolist()
+        cols.append([HourProfile(h, p5[i], p50[i], p95[i],
+                                 loss_pct(sent[i], received[i]) if sent[i] else None, rounds[i])
+                     if present[i] else HourProfile(h, None, None, None, None, 0) for i in range(n)])
+    return [tuple(col[i] for col in cols) for i in range(n)]
 
 
-def _row(agent: fleet.AgentInfo, zone: ZoneInfo, target_id: str, target: fleet.TargetInfo | None,
-         by_probe: dict[str, Entry], window: HourWindow, offpeak: HourWindow | None) -> PeakRow:
-    rtt_probe = next((p for p in rtt_probes() if p in by_probe), None)
-    rtt = by_probe.get(rtt_probe) if rtt_probe else None
-    others = {p: by_probe.get(p) for p in figure_probes()}
-    rtt_peak = _merged(rtt, window.hours)
-    peak = _window(rtt_peak, {p: _merged(e, window.hours) for p, e in others.items()})
-    off = _window(None, {}) if offpeak is None else \
-        _window(_merged(rtt, offpeak.hours), {p: _merged(e, offpeak.hours) for p, e in others.items()})
-    return PeakRow(agent=agent.id, region=agent.region, timezone=str(zone.key), target=target_id,
-                   datacenter=target.datacenter if target else None, line=target.line if target else None,
-                   detected_line=None, rtt_probe=rtt_probe, peak=peak, offpeak=off,
-                   worst_hour=_worst_hour(rtt_peak, zone), degradation=_degradation(peak, off),
-                   profile=_profile(rtt) if offpeak is not None else ())
+def _agent_rows(agent: fleet.AgentInfo, zone: ZoneInfo, targets: Mapping[str, fleet.TargetInfo],
+                by_probe: Mapping[str, HourArrays], window: HourWindow, offpeak: HourWindow | None
+                ) -> list[PeakRow]:
+    """The rows of one agent: each probe's windows merged for all its series at once."""
+    rtt_order = [p for p in rtt_probes() if p in by_probe]
+    figured = {p: [name for _, name in pairs] for p, pairs in figure_probes().items()}
+    index = {p: {t: i for i, t in enumerate(a.targets)} for p, a in by_probe.items()}
+    windows = (window,) if offpeak is None else (window, offpeak)
+    merged: dict[tuple[str, int], _Merged | None] = {}
+    for w_i, win in enumerate(windows):
+        for p, a in by_probe.items():
+            names = figured.get(p) if p not in rtt_order else None
+            merged[(p, w_i)] = _merge(a, win.hours, names)
+    profiles = {p: _profiles(by_probe[p]) for p in rtt_order} if offpeak is not None else {}
+    rows = []
+    for target in sorted({t for a in by_probe.values() for t in a.targets}):
+        rtt_probe = next((p for p in rtt_order if target in index[p]), None)
+        i = index[rtt_probe][target] if rtt_probe else None
+        found = [_window_of(merged[(rtt_probe, w_i)] if rtt_probe else None, i,
+                            {p: (merged.get((p, w_i)), index.get(p, {}).get(target))
+                             for p in figure_probes()})
+                 for w_i in range(len(windows))]
+        peak, off = found[0], found[1] if offpeak is not None else _window_of(None, None, {})
+        info = targets.get(target)
+        rows.append(PeakRow(
+            agent=agent.id, region=agent.region, timezone=str(zone.key), target=target,
+            datacenter=info.datacenter if info else None, line=info.line if info else None,
+            detected_line=None, rtt_probe=rtt_probe, peak=peak, offpeak=off,
+            worst_hour=_worst_hour(peak.merged, zone), degradation=_degradation(peak, off),
+            profile=profiles[rtt_probe][i] if rtt_probe and i is not None and offpeak is not None else ()))
+    return rows
 
 
 async def _agent_series(store: Store, agent: str, local: LocalDays, known_targets: Iterable[str],
-                        windows: Sequence[HourWindow], profile: bool) -> dict[str, dict[str, Entry]]:
-    """Per target, per probe: what the report reads of one agent's local days. The RTT probe by every
-    hour of day for the profile, else only in the windows, as tcp and sse; mtr only where there is no
-    icmp."""
+                        windows: Sequence[HourWindow], profile: bool) -> dict[str, HourArrays]:
+    """Per probe, what the report reads of one agent's local days. The RTT probe by every hour of day
+    for the profile, else only in the windows, as tcp and sse; mtr only where there is no icmp."""
     in_windows = sorted({h for w in windows for h in w.hours})
     rtt, figured = rtt_probes(), [p for p in figure_probes() if p not in rtt_probes()]
     only = dict.fromkeys(figured, in_windows) | ({} if profile else dict.fromkeys(rtt, in_windows))
     got = await store.local_days(agent, local.zone, local.first, local.now, (*rtt[:1], *figured),
                                  hours_of_day=only)
-    with_first = {t for t, p in got if rtt and p == rtt[0]}
+    with_first = set(got[rtt[0]].targets) if rtt and rtt[0] in got else set()
     others = sorted(set(known_targets) - with_first)
     if others and rtt[1:]:
         got.update(await store.local_days(agent, local.zone, local.first, local.now, rtt[1:],
                                           targets=others, hours_of_day=only))
-    out: dict[str, dict[str, Entry]] = defaultdict(dict)
-    for (target, probe), entry in got.items():
-        out[target][probe] = entry
-    return out
+    return got
 
 
 async def compute(store: Store, days: int = DEFAULT_DAYS, window: HourWindow | str = DEFAULT_WINDOW,
@@ -179,7 +252,7 @@ async def compute(store: Store, days: int = DEFAULT_DAYS, window: HourWindow | s
     # Agents are read ahead (store.parallel_reads at a time), so the database answers the next one's
     # queries while this process works on the rows it has; each agent's detected lines are read
     # alongside. Only the agents in flight are held in memory.
-    async def read(info: fleet.AgentInfo) -> tuple[ZoneInfo, str | None, dict[str, dict[str, Entry]]]:
+    async def read(info: fleet.AgentInfo) -> tuple[ZoneInfo, str | None, dict[str, HourArrays]]:
         zone, problem = zone_of(info.timezone)
         return zone, problem, await _agent_series(store, info.id, last_days(zone, days, now), target_info,
                                                   (win,) if peak_only else (win, off), profile=not peak_only)
@@ -203,12 +276,11 @@ async def compute(store: Store, days: int = DEFAULT_DAYS, window: HourWindow | s
             launch()
             zone, problem, grouped = await pending
             if not peak_only:
-                line_reads.append(asyncio.ensure_future(
-                    fleet.detected_lines(store, [(info.id, t) for t in sorted(grouped)], now)))
+                pairs = sorted({(info.id, t) for a in grouped.values() for t in a.targets})
+                line_reads.append(asyncio.ensure_future(fleet.detected_lines(store, pairs, now)))
             if grouped and problem:
                 warnings.append(f"agent {info.id}: {problem}; its windows are taken in UTC")
-            rows += [_row(info, zone, tid, target_info.get(tid), probes, win, None if peak_only else off)
-                     for tid, probes in sorted(grouped.items())]
+            rows += _agent_rows(info, zone, target_info, grouped, win, None if peak_only else off)
         lines = {k: v for found in await asyncio.gather(*line_reads) for k, v in found.items()}
     finally:
         tasks: list[asyncio.Future[Any]] = [*(t for _, t in ahead), *line_reads]

@@ -4,7 +4,7 @@ peak.py, ranked by ranking.py, printed by the renderers."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -153,15 +153,20 @@ class PeakRow:
 
 @dataclass(slots=True)
 class MergedHours:
-    """Hours of one series merged: summed bins and extremes; the Rollup (a sketch) only when asked."""
+    """Hours of one series merged: how many, the extremes; the summed bins and the Rollup (a sketch)
+    are made only when asked (the line comparison merges them)."""
 
-    sums: Sums
+    hours: int
     extremes: Extremes | None
+    make: Callable[[], Sums] = field(repr=False)
+    _sums: Sums | None = None
     _rollup: Rollup | None = None
 
     @property
-    def hours(self) -> int:
-        return self.sums.hours
+    def sums(self) -> Sums:
+        if self._sums is None:
+            self._sums = self.make()
+        return self._sums
 
     @property
     def lo(self) -> float | None:

@@ -17,6 +17,9 @@ hours after the newest row from `rollups_hourly`, so what they see is always exa
 
 from __future__ import annotations
 
+import struct
+import sys
+from array import array
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -292,25 +295,120 @@ class PrefixRow:
     levels: dict[int, dict[int, Extremes]]        # level -> local hour -> extremes (fetched levels only)
 
 
-def encode_sums(sums: Mapping[int, Sums]) -> str:
-    return orjson.dumps({str(h): s.to_json() for h, s in sums.items()}).decode()
+# -- the stored form: little-endian binary, read by NumPy without a parse (store/hour_arrays.py) -------
+# sums:  magic "NPS1", u8 flags (1: bins as int32, else float64), u8 counters, u16 extras, u16 names' bytes,
+#        the extras' names (JSON list), then per local hour 0–23: int64 hours, float64 counters, float64 zero,
+#        float64 [total, n] per extra, int32 pos offset and length, int32 neg offset and length, and last
+#        the pos bins of hours 0–23 back to back, then the neg bins.
+# level: float64 [24, 4] (min, max, worst loss, worst hour's epoch), NaN for none.
+SUMS_MAGIC = b"NPS1"
+SUMS_HEAD = struct.Struct("<4sBBHH")
+_INT_BINS = 1
+_I32 = 2 ** 31 - 1
 
 
-def decode_sums(text: str, only: Iterable[int] | None = None) -> dict[int, Sums]:
-    data = orjson.loads(text)
-    if only is None:
-        return {int(h): Sums.from_json(v) for h, v in data.items()}
-    return {h: Sums.from_json(data[str(h)]) for h in only if str(h) in data}
+def _le(a: array[Any]) -> bytes:
+    if sys.byteorder != "little":
+        a = array(a.typecode, a)
+        a.byteswap()
+    return a.tobytes()
 
 
-def encode_level(level: Mapping[int, Extremes]) -> str:
-    return orjson.dumps({str(h): e for h, e in level.items()}).decode()
+def _from_le(typecode: str, data: bytes | memoryview) -> array[Any]:
+    a = array(typecode)
+    a.frombytes(data)
+    if sys.byteorder != "little":
+        a.byteswap()
+    return a
 
 
-def decode_level(text: str | None) -> dict[int, Extremes]:
-    if not text:
+def _integral(bins: Sequence[float]) -> bool:
+    return all(c == int(c) and 0 <= c <= _I32 for c in bins)
+
+
+def encode_sums(sums: Mapping[int, Sums]) -> bytes:
+    names = sorted({n for s in sums.values() for n in s.extras})
+    head_names = orjson.dumps(names) if names else b""
+    ints = all(_integral(s.pos) and _integral(s.neg) for s in sums.values())
+    hours, counters, zero, extras, spans = array("q"), array("d"), array("d"), array("d"), array("i")
+    pos: list[float] = []
+    neg: list[float] = []
+    empty = Sums()
+    for h in range(24):
+        s = sums.get(h, empty)
+        hours.append(s.hours)
+        counters.extend(map(float, s.c))
+        zero.append(float(s.zero))
+        for n in names:
+            total, k = s.extras.get(n, (0.0, 0))
+            extras.extend((float(total), float(k)))
+        spans.extend((s.pos_off, len(s.pos), s.neg_off, len(s.neg)))
+        pos += s.pos
+        neg += s.neg
+    bins = array("i", map(int, pos + neg)) if ints else array("d", map(float, pos + neg))
+    return b"".join((SUMS_HEAD.pack(SUMS_MAGIC, _INT_BINS if ints else 0, len(COUNTERS), len(names),
+                                    len(head_names)), head_names,
+                     _le(hours), _le(counters), _le(zero), _le(extras), _le(spans), _le(bins)))
+
+
+def decode_sums(data: bytes, only: Iterable[int] | None = None) -> dict[int, Sums]:
+    """The writer's view of a stored row (the fold resumes from it): Sums per local hour present."""
+    magic, flags, nc, ne, nlen = SUMS_HEAD.unpack_from(data)
+    if magic != SUMS_MAGIC or nc != len(COUNTERS):
+        raise ValueError("not a prefix sums payload of this version")
+    at = SUMS_HEAD.size
+    names = orjson.loads(data[at:at + nlen]) if nlen else []
+    at += nlen
+    view = memoryview(data)
+
+    def take(typecode: str, n: int) -> array[Any]:
+        nonlocal at
+        size = array(typecode).itemsize * n
+        out = _from_le(typecode, view[at:at + size])
+        at += size
+        return out
+
+    hours, counters, zero = take("q", 24), take("d", 24 * nc), take("d", 24)
+    extras, spans = take("d", 24 * ne * 2), take("i", 24 * 4)
+    total = sum(spans[4 * h + 1] + spans[4 * h + 3] for h in range(24))
+    bins = take("i" if flags & _INT_BINS else "d", total)
+    wanted = set(range(24) if only is None else only)
+    out: dict[int, Sums] = {}
+    at_pos = 0
+    at_neg = sum(spans[4 * h + 1] for h in range(24))
+    for h in range(24):
+        pos_off, pos_n, neg_off, neg_n = spans[4 * h:4 * h + 4]
+        if hours[h] and h in wanted:
+            ex = {n: [extras[(h * ne + i) * 2], extras[(h * ne + i) * 2 + 1]] for i, n in enumerate(names)}
+            out[h] = Sums(hours[h], list(counters[h * nc:(h + 1) * nc]), pos_off,
+                          [float(c) for c in bins[at_pos:at_pos + pos_n]], neg_off,
+                          [float(c) for c in bins[at_neg:at_neg + neg_n]], zero[h],
+                          {n: v for n, v in ex.items() if v[1]})
+        at_pos += pos_n
+        at_neg += neg_n
+    return out
+
+
+_NAN = float("nan")
+
+
+def encode_level(level: Mapping[int, Extremes]) -> bytes:
+    out = array("d", [_NAN] * 96)
+    for h, e in level.items():
+        out[4 * h:4 * h + 4] = array("d", (_NAN if v is None else float(v) for v in e))
+    return _le(out)
+
+
+def decode_level(data: bytes | None) -> dict[int, Extremes]:
+    if not data:
         return {}
-    return {int(h): e for h, e in orjson.loads(text).items()}
+    a = _from_le("d", data)
+    out: dict[int, Extremes] = {}
+    for h in range(24):
+        e = [None if v != v else v for v in a[4 * h:4 * h + 4]]
+        if any(v is not None for v in e):
+            out[h] = e
+    return out
 
 
 def level_for(days: int) -> int:

@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from sqlalchemy import String, TextualSelect, bindparam, delete, func, select, text, tuple_
@@ -19,14 +19,11 @@ from netprobe.store.prefix import (
     Folder,
     ForeignSketch,
     PrefixRow,
-    Sums,
-    combine,
     covers,
     decode_level,
     decode_sums,
     encode_level,
     encode_sums,
-    extremes_of,
     fold_until,
     level_for,
     local_day,
@@ -35,6 +32,9 @@ from netprobe.store.prefix import (
 from netprobe.store.rollups import hour_of
 from netprobe.store.schema import agents, rollups_hourly, rollups_prefix, store_meta
 from netprobe.times import zone_of
+
+if TYPE_CHECKING:
+    from netprobe.store.hour_arrays import HourArrays
 
 _P = rollups_prefix.c
 _H = rollups_hourly.c
@@ -213,7 +213,7 @@ def _days(first: date, last: date) -> list[date]:
 
 
 # -- the question the report asks ----------------------------------------------------------------------
-Days = dict[tuple[str, str], tuple[dict[int, Sums], dict[int, Extremes]]]
+Days = dict[str, "HourArrays"]       # per probe: the agent's series of it
 
 
 def _marks(probes: Sequence[str], targets: Sequence[str] | None) -> TextualSelect:
@@ -253,6 +253,8 @@ async def local_days(conn: AsyncConnection, agent_id: str, zone: ZoneInfo, first
     """Per (target, probe) of this agent: sums and extremes per local hour of day over the hours whose
     local date is ≥ `first` and that started before `now` (so: the last N local days, today included).
     `hours_of_day`: per probe, the only hours of day wanted (None: all 24)."""
+    from netprobe.store import hour_arrays as arrays  # NumPy: readers only, never an agent's writes
+
     start = midnight(first, zone)
     # No zone here: the marks come from the primary key alone; the rows read below are checked for it.
     lasts: dict[tuple[str, str], datetime] = {}
@@ -312,68 +314,62 @@ async def local_days(conn: AsyncConnection, agent_id: str, zone: ZoneInfo, first
                 if r[3] == str(zone.key):      # rows of another zone: the fold has yet to redo them
                     fetched[(r[0], r[1], r[2])] = dict(zip(names, r[4:], strict=True))
 
-    out: Days = {}
+    builders = {p: arrays.Builder() for p in probes}
     tails: dict[tuple[str, str], datetime] = {}
     missing = False
     for key, p in plan.items():
-        only = (hours_of_day or {}).get(key[1])
         lrow, rrow = fetched.get((*key, p["L"])), fetched.get((*key, p["R"]))
         brow = fetched.get((*key, p["B"])) if p["B"] is not None else None
         if lrow is None or rrow is None or (p["B"] is not None and brow is None):
             missing = True            # a fold or a late write in between: read the hours instead
             continue
-        sums = decode_sums(lrow["sums"], only)
+        b = builders[key[1]]
+        b.add_part(key[0], arrays.decode(lrow["sums"]), 1.0)
         if brow is not None:
-            for h, s in decode_sums(brow["sums"], only).items():
-                sums.setdefault(h, Sums()).add(s, -1.0)
-        lk, rk = decode_level(lrow[f"l{p['k']}"]), decode_level(rrow[f"l{p['k']}"])
-        ext: dict[int, Extremes] = {}
-        for h in set(lk) | set(rk):
-            if only is not None and h not in only:
-                continue
-            e = combine(lk.get(h), rk.get(h))
-            if e is not None:
-                ext[h] = e
-        out[key] = (sums, ext)
+            b.add_part(key[0], arrays.decode(brow["sums"]), -1.0)
+        level = f"l{p['k']}"
+        b.add_extremes(key[0], arrays.combine(arrays.decode_extremes(lrow[level]),
+                                              arrays.decode_extremes(rrow[level])))
         tails[key] = p["L"]
-    # Hours after each series' newest row, or every hour for series without usable rows.
-    pending: dict[datetime, list[tuple[str, str]]] = defaultdict(list)
-    for key, fu in tails.items():
-        pending[fu].append(key)
-    hq = select(rollups_hourly).where(_H.agent_id == agent_id, _H.probe.in_(probes), _H.hour < now)
-    if targets is not None:
-        hq = hq.where(_H.target_id.in_(targets))
-    queries = [hq.where(_H.hour >= fu, tuple_(_H.target_id, _H.probe).in_(keys))
-               for fu, keys in pending.items()]
-    # Series without usable rows: every hour of the days if nothing of this agent is folded; else only
-    # the hours since the fold (new series), and since a late write emptied some (the refold marker).
-    all_keys = [k for ks in pending.values() for k in ks]
+    # Hours after each series' newest row (its tail), and every hour of series without usable rows:
+    # of the whole days if nothing of this agent is folded, else only since the fold (new series) or
+    # since a late write emptied some (the refold marker). No list of series goes into the SQL: the
+    # tails start at one instant in the usual case, and series without rows are rare.
     since = start
     if lasts and not missing:
         since = max(start, min(lasts.values()) - timedelta(days=1))
         marker = (await conn.execute(select(store_meta.c.value).where(store_meta.c.key == _REFOLD))).scalar()
         if marker is not None:
             since = max(start, min(since, datetime.fromisoformat(marker) - timedelta(days=1)))
-    rest = hq.where(_H.hour >= since)
-    if all_keys:
-        rest = rest.where(tuple_(_H.target_id, _H.probe).not_in(all_keys))
-    queries.append(rest)
+    hq = select(rollups_hourly).where(_H.agent_id == agent_id, _H.probe.in_(probes), _H.hour < now)
+    if targets is not None:
+        hq = hq.where(_H.target_id.in_(targets))
+    t0 = min(tails.values(), default=since)       # the rows filter below keeps each series' own hours
+    queries = [hq.where(_H.hour >= t0)]
+    if since < t0:       # series without usable rows, before the tails start
+        gap = (_H.hour >= since, _H.hour < t0)
+        seen = select(_H.target_id, _H.probe).where(hq.whereclause, *gap).distinct()  # type: ignore[arg-type]
+        new = sorted({(r[0], r[1]) for r in await conn.execute(seen)} - set(tails))
+        if new:
+            queries.append(hq.where(*gap, _H.target_id.in_(sorted({t for t, _ in new}))))
     for q in queries:
         for m in (await conn.execute(q)).mappings():
             hour = m["hour"]
-            if local_day(hour, zone) < first:
-                continue
             key = (m["target_id"], m["probe"])
+            tail = tails.get(key)
+            if (hour < tail if tail is not None else hour < since) or local_day(hour, zone) < first:
+                continue
             h = hour.astimezone(zone).hour
             only = (hours_of_day or {}).get(key[1])
             if only is not None and h not in only:
                 continue
-            sums_, ext_ = out.setdefault(key, ({}, {}))
-            sums_.setdefault(h, Sums()).add_row(m)
-            e = combine(ext_.get(h), extremes_of(m))
-            if e is not None:
-                ext_[h] = e
-    return {k: v for k, v in out.items() if any(s.hours for s in v[0].values())}
+            builders[key[1]].add_hour(key[0], h, dict(m))
+    out: Days = {}
+    for probe, b in builders.items():
+        got = b.build((hours_of_day or {}).get(probe))
+        if got.targets:
+            out[probe] = got
+    return out
 
 
 __all__ = ["Days", "FoldStats", "clear", "fold", "fold_done", "fold_plan", "invalidate", "local_days"]

@@ -14,6 +14,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -142,8 +143,8 @@ rollups_prefix = Table(
     Column("folded_until", UTCDateTime(), primary_key=True),
     Column("zone", String(64), nullable=False),
     Column("hours", Integer, nullable=False),
-    Column("payload", Text, nullable=False),   # netprobe.store.prefix: sums by local hour, JSON
-    *(Column(f"l{k}", Text) for k in range(10)),   # sparse table: extremes over the 2^k days ending here
+    Column("payload", LargeBinary, nullable=False),   # netprobe.store.prefix: sums by local hour (0005)
+    *(Column(f"l{k}", LargeBinary) for k in range(10)),   # sparse table: extremes over 2^k days ending here
     Column("updated_at", UTCDateTime(), nullable=False),
 )
 

@@ -21,7 +21,9 @@ NOT_IMPORTED = ("alembic", "mako", "pygments", "rich", "geoip2", "maxminddb", "i
                 # thin async engine over Core
                 "sqlalchemy.orm", "sqlalchemy.ext.asyncio",
                 # SQLAlchemy's PostgreSQL dialects: the agent here stores in SQLite
-                "sqlalchemy.dialects.postgresql")
+                "sqlalchemy.dialects.postgresql",
+                # NumPy is the reports' (the fold the agent runs writes the arrays without it)
+                "numpy", "netprobe.store.hour_arrays")
 
 RUN = """
 import atexit, json, sys

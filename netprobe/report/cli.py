@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TextIO
@@ -85,7 +84,9 @@ def _emit(report: PeakReport, fmt: str, out: Path | None) -> None:
         typer.echo(f"wrote {out}", err=True)
         return
     if fmt == "json":
-        text = json.dumps(report.to_dict(), ensure_ascii=False) + "\n"
+        import orjson  # a fleet's report is megabytes: the json module took a fifth of its time
+
+        text = orjson.dumps(report.to_dict()).decode() + "\n"
     elif fmt == "md":
         from netprobe.report.render_md import markdown
 

@@ -11,7 +11,7 @@ counts; tests/unit/store/test_hour_arrays.py holds them equal.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -100,98 +100,117 @@ class _Bins:
     zero: float
 
 
-@dataclass
-class _Series:
-    parts: list[tuple[Part, float]] = field(default_factory=list)     # (part, ±1), in order
-    levels: list[F64] = field(default_factory=list)                   # [24, 4] each, combined
-    rows: list[tuple[int, Mapping[str, Any], _Bins | None]] = field(default_factory=list)
-
-
 class Builder:
-    """Collects, per target, the decoded rows that make its sums (added and subtracted in the order
-    given, as Sums.add does) and the hourly rows after them; build() lays them out as HourArrays."""
+    """Collects, per target, the decoded rows that make its sums (the row at the last day added, the row
+    before the first day subtracted, as Sums.add does), its extremes (combined), and the hourly rows
+    after them; build() lays them out as HourArrays, every series' parts at once."""
 
     def __init__(self) -> None:
-        self.series: dict[str, _Series] = {}
-
-    def _get(self, target: str) -> _Series:
-        s = self.series.get(target)
-        if s is None:
-            s = self.series[target] = _Series()
-        return s
+        self.parts: dict[float, list[tuple[str, Part]]] = {1.0: [], -1.0: []}
+        self.levels: list[tuple[str, F64]] = []
+        self.rows: list[tuple[str, int, Mapping[str, Any], _Bins | None]] = []
 
     def add_part(self, target: str, part: Part, sign: float) -> None:
-        self._get(target).parts.append((part, sign))
+        self.parts[1.0 if sign > 0 else -1.0].append((target, part))
 
     def add_extremes(self, target: str, level: F64) -> None:
-        self._get(target).levels.append(level)
+        self.levels.append((target, level))
 
     def add_hour(self, target: str, hour_of_day: int, row: Mapping[str, Any]) -> None:
-        """One rollups_hourly row (its columns, sketch as stored JSON)."""
-        self._get(target).rows.append((hour_of_day, row, _bins(row["sketch"]) if row["sketch"] else None))
+        """One rollups_hourly row (its columns, the sketch as stored JSON), after the parts."""
+        self.rows.append((target, hour_of_day, row, _bins(row["sketch"]) if row["sketch"] else None))
 
     def build(self, only: Sequence[int] | None = None) -> HourArrays:
         """`only`: the hours of day wanted (a series without hours in them is left out)."""
-        targets = sorted(self.series)
+        targets = sorted({t for ps in self.parts.values() for t, _ in ps} | {t for t, *_ in self.rows}
+                         | {t for t, _ in self.levels})
+        at = {t: i for i, t in enumerate(targets)}
         n = len(targets)
-        pos_lo, pos_hi, neg_lo, neg_hi = _ranges(self.series.values())
-        wp, wn = max(pos_hi - pos_lo, 0), max(neg_hi - neg_lo, 0)
-        hours = np.zeros((n, 24), np.int64)
-        c = np.zeros((n, 24, NC))
-        zero = np.zeros((n, 24))
-        pos = np.zeros((n, 24, wp))
-        neg = np.zeros((n, 24, wn))
-        ext = np.full((n, 24, 4), np.nan)
-        extras: dict[str, F64] = {}
-        for i, t in enumerate(targets):
-            s = self.series[t]
-            for part, sign in s.parts:
-                if sign > 0:
-                    hours[i] += part.hours
-                    c[i] += part.c
-                    zero[i] += part.zero
-                else:
-                    hours[i] -= part.hours
-                    c[i] -= part.c
-                    zero[i] -= part.zero
-                for name, v in part.extras.items():
-                    slot = extras.get(name)
-                    if slot is None:
-                        slot = extras[name] = np.zeros((n, 24, 2))
-                    if sign > 0:
-                        slot[i] += v
-                    else:
-                        slot[i] -= v
-                _scatter(pos[i], pos_lo, part.spans[:, 0], part.spans[:, 1], part.pos, sign)
-                _scatter(neg[i], neg_lo, part.spans[:, 2], part.spans[:, 3], part.neg, sign)
-            for slot in extras.values():     # an extra no round had is none (Sums.add drops it)
-                slot[i, slot[i, :, 1] == 0, 0] = 0.0
-            e = ext[i]
-            for level in s.levels:
-                e = combine(e, level)
-            for h, row, bins in s.rows:
-                hours[i, h] += 1
-                c[i, h] += [row[name] for name in COUNTERS]
-                if bins is not None:
-                    if bins.pos:
-                        pos[i, h, bins.pos_off - pos_lo:bins.pos_off - pos_lo + len(bins.pos)] += bins.pos
-                    if bins.neg:
-                        neg[i, h, bins.neg_off - neg_lo:bins.neg_off - neg_lo + len(bins.neg)] += bins.neg
-                    zero[i, h] += bins.zero
-                if row.get("extras"):
-                    for name, (total, k) in orjson.loads(row["extras"]).items():
-                        slot = extras.get(name)
-                        if slot is None:
-                            slot = extras[name] = np.zeros((n, 24, 2))
-                        slot[i, h] += (total, k)
-                e[h] = combine(e[h], extremes_array(extremes_of(row)))
-            ext[i] = e
-        keep = (hours[:, list(only)] if only is not None else hours).any(axis=1)
-        if not keep.all():
-            idx = np.flatnonzero(keep)
-            return HourArrays([targets[i] for i in idx], hours[idx], c[idx], zero[idx], pos_lo, pos[idx],
-                              neg_lo, neg[idx], {k: v[idx] for k, v in extras.items()}, ext[idx])
-        return HourArrays(targets, hours, c, zero, pos_lo, pos, neg_lo, neg, extras, ext)
+        pos_lo, pos_hi, neg_lo, neg_hi = _ranges([p for ps in self.parts.values() for _, p in ps],
+                                                 [b for *_, b in self.rows if b is not None])
+        a = HourArrays(targets, np.zeros((n, 24), np.int64), np.zeros((n, 24, NC)), np.zeros((n, 24)),
+                       pos_lo, np.zeros((n, 24, pos_hi - pos_lo)), neg_lo, np.zeros((n, 24, neg_hi - neg_lo)),
+                       {}, np.full((n, 24, 4), np.nan))
+        for sign, parts in self.parts.items():
+            if parts:
+                _add_parts(a, [at[t] for t, _ in parts], [p for _, p in parts], sign)
+        for slot in a.extras.values():      # an extra no round had is none (Sums.add drops it)
+            slot[slot[..., 1] == 0, 0] = 0.0
+        a.ext = _levels(a.ext, at, self.levels)
+        for t, h, row, bins in self.rows:
+            _add_row(a, at[t], h, row, bins)
+        keep = (a.hours[:, list(only)] if only is not None else a.hours).any(axis=1)
+        return a if keep.all() else a.take(np.flatnonzero(keep))
+
+
+def _levels(ext: F64, at: Mapping[str, int], levels: Sequence[tuple[str, F64]]) -> F64:
+    """ext combined with every series' levels (the k-th level of each series in one step)."""
+    rounds: list[dict[int, F64]] = []
+    for t, level in levels:
+        i = at[t]
+        for r in rounds:
+            if i not in r:
+                r[i] = level
+                break
+        else:
+            rounds.append({i: level})
+    for r in rounds:
+        idx = np.fromiter(r, np.intp, len(r))
+        ext[idx] = combine(ext[idx], np.stack(list(r.values())))
+    return ext
+
+
+def _add_parts(a: HourArrays, series: list[int], parts: list[Part], sign: float) -> None:
+    """Each part into its series (each series once per call): counters, zero, extras, and the bins,
+    all parts' bins in one scatter."""
+    idx = np.asarray(series, np.intp)
+    if len(set(series)) != len(series):          # not how readers call it; keep it right anyway
+        for i, p in zip(series, parts, strict=True):
+            _add_parts(a, [i], [p], sign)
+        return
+    op = np.add if sign > 0 else np.subtract
+    a.hours[idx] = op(a.hours[idx], np.stack([p.hours for p in parts]))
+    a.c[idx] = op(a.c[idx], np.stack([p.c for p in parts]))
+    a.zero[idx] = op(a.zero[idx], np.stack([p.zero for p in parts]))
+    for name in sorted({k for p in parts for k in p.extras}):
+        slot = a.extras.get(name)
+        if slot is None:
+            slot = a.extras[name] = np.zeros((len(a.targets), 24, 2))
+        have = [k for k, p in enumerate(parts) if name in p.extras]
+        rows = idx[have]
+        slot[rows] = op(slot[rows], np.stack([parts[k].extras[name] for k in have]))
+    spans = np.stack([p.spans for p in parts]).astype(np.int64)       # [P, 24, 4]
+    for col, into, lo, vals in ((0, a.pos, a.pos_lo, [p.pos for p in parts]),
+                                (2, a.neg, a.neg_lo, [p.neg for p in parts])):
+        lens = spans[:, :, col + 1].reshape(-1)
+        total = int(lens.sum())
+        if not total:
+            continue
+        width = into.shape[2]
+        base = ((idx[:, None] * 24 + np.arange(24)[None, :]) * width + spans[:, :, col] - lo).reshape(-1)
+        starts = np.cumsum(lens) - lens
+        flat_idx = np.repeat(base - starts, lens) + np.arange(total)
+        flat = into.reshape(-1)
+        flat[flat_idx] = op(flat[flat_idx], np.concatenate(vals))
+
+
+def _add_row(a: HourArrays, i: int, h: int, row: Mapping[str, Any], bins: _Bins | None) -> None:
+    """One hourly row into series i, hour of day h, as Sums.add_row adds it."""
+    a.hours[i, h] += 1
+    a.c[i, h] += [row[name] for name in COUNTERS]
+    if bins is not None:
+        if bins.pos:
+            a.pos[i, h, bins.pos_off - a.pos_lo:bins.pos_off - a.pos_lo + len(bins.pos)] += bins.pos
+        if bins.neg:
+            a.neg[i, h, bins.neg_off - a.neg_lo:bins.neg_off - a.neg_lo + len(bins.neg)] += bins.neg
+        a.zero[i, h] += bins.zero
+    if row.get("extras"):
+        for name, (total, k) in orjson.loads(row["extras"]).items():
+            slot = a.extras.get(name)
+            if slot is None:
+                slot = a.extras[name] = np.zeros((len(a.targets), 24, 2))
+            slot[i, h] += (total, k)
+    a.ext[i, h] = combine(a.ext[i, h], extremes_array(extremes_of(row)))
 
 
 def _bins(text: str) -> _Bins:
@@ -204,42 +223,24 @@ def _bins(text: str) -> _Bins:
                  neg["offset"] if neg["counts"] else 0, neg["counts"], d["zero"])
 
 
-def _ranges(series: Iterable[_Series]) -> tuple[int, int, int, int]:
-    """The key ranges [lo, hi) of every pos and neg bin the series hold ((0, 0) for none)."""
+def _ranges(parts: Sequence[Part], rows: Iterable[_Bins]) -> tuple[int, int, int, int]:
+    """The key ranges [lo, hi) of every pos and neg bin of the parts and rows ((0, 0) for none)."""
     pos: list[int] = []
     neg: list[int] = []
-    for s in series:
-        for part, _ in s.parts:
-            sp = part.spans
-            for col, out in ((0, pos), (2, neg)):
-                has = sp[:, col + 1] > 0
-                if has.any():
-                    out += [int(sp[has, col].min()), int((sp[has, col] + sp[has, col + 1]).max())]
-        for _, _, b in s.rows:
-            if b is not None and b.pos:
-                pos += [b.pos_off, b.pos_off + len(b.pos)]
-            if b is not None and b.neg:
-                neg += [b.neg_off, b.neg_off + len(b.neg)]
+    if parts:
+        spans = np.stack([p.spans for p in parts]).astype(np.int64).reshape(-1, 4)
+        for col, out in ((0, pos), (2, neg)):
+            has = spans[:, col + 1] > 0
+            if has.any():
+                out += [int(spans[has, col].min()), int((spans[has, col] + spans[has, col + 1]).max())]
+    for b in rows:
+        if b.pos:
+            pos += [b.pos_off, b.pos_off + len(b.pos)]
+        if b.neg:
+            neg += [b.neg_off, b.neg_off + len(b.neg)]
     p = (min(pos), max(pos)) if pos else (0, 0)
-    n = (min(neg), max(neg)) if neg else (0, 0)
-    return (*p, *n)
-
-
-def _scatter(into: F64, lo: int, offs: npt.NDArray[np.int32], lens: npt.NDArray[np.int32], vals: F64,
-             sign: float) -> None:
-    """into[h, off_h − lo : off_h − lo + len_h] ±= the hour's bins, for every hour at once."""
-    if not len(vals):
-        return
-    width = into.shape[1]
-    total = len(vals)
-    starts = np.cumsum(lens) - lens
-    base = np.arange(24) * width + (offs.astype(np.int64) - lo)
-    idx = np.repeat(base - starts, lens) + np.arange(total)
-    flat = into.reshape(-1)
-    if sign > 0:
-        flat[idx] += vals
-    else:
-        flat[idx] -= vals
+    q = (min(neg), max(neg)) if neg else (0, 0)
+    return (*p, *q)
 
 
 @dataclass(slots=True)
@@ -289,6 +290,12 @@ class HourArrays:
 
     def hour(self, h: int) -> Window:
         return self.window((h,))
+
+    def take(self, idx: npt.NDArray[np.intp]) -> HourArrays:
+        """Only the series `idx`."""
+        return HourArrays([self.targets[i] for i in idx], self.hours[idx], self.c[idx], self.zero[idx],
+                          self.pos_lo, self.pos[idx], self.neg_lo, self.neg[idx],
+                          {k: v[idx] for k, v in self.extras.items()}, self.ext[idx])
 
 
 @dataclass(slots=True)

@@ -328,8 +328,8 @@ async def local_days(conn: AsyncConnection, agent_id: str, zone: ZoneInfo, first
         if brow is not None:
             b.add_part(key[0], arrays.decode(brow["sums"]), -1.0)
         level = f"l{p['k']}"
-        b.add_extremes(key[0], arrays.combine(arrays.decode_extremes(lrow[level]),
-                                              arrays.decode_extremes(rrow[level])))
+        b.add_extremes(key[0], arrays.decode_extremes(lrow[level]))
+        b.add_extremes(key[0], arrays.decode_extremes(rrow[level]))
         tails[key] = p["L"]
     # Hours after each series' newest row (its tail), and every hour of series without usable rows:
     # of the whole days if nothing of this agent is folded, else only since the fold (new series) or

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from netprobe.store.rollups import Rollup
+from netprobe.store.prefix import Sums, figures
 
-from .rows import PeakRow
+from .rows import MergedHours, PeakRow
 
 UNDECLARED = "undeclared"
 
@@ -31,13 +32,16 @@ def line_of(row: PeakRow) -> str:
     return row.line or row.detected_line or UNDECLARED
 
 
-def _merged(rollups: Iterable[Rollup | None]) -> Rollup | None:
-    total: Rollup | None = None
-    for r in rollups:
-        if r is not None:
-            total = total or Rollup()
-            total.merge(r)
-    return total
+def _merged(windows: Iterable[MergedHours | None]) -> dict[str, Any]:
+    """Rollup.figures of the windows merged (their bins summed, no sketch built: prefix.figures); {} for
+    none. The exact min and max of the merge are the members' min of mins and max of maxes."""
+    members = [m for m in windows if m is not None]
+    if not members:
+        return {}
+    lows = [m.lo for m in members if m.lo is not None]
+    highs = [m.hi for m in members if m.hi is not None]
+    return figures(Sums.total([m.sums for m in members]), min(lows) if lows else None,
+                   max(highs) if highs else None)
 
 
 def compare_lines(rows: Sequence[PeakRow]) -> list[LineFigures]:
@@ -47,10 +51,8 @@ def compare_lines(rows: Sequence[PeakRow]) -> list[LineFigures]:
         groups.setdefault((row.region or "", row.datacenter or "", line_of(row)), []).append(row)
     out = []
     for (region, dc, line), members in groups.items():
-        peak = _merged(r.peak.rollup for r in members)
-        off = _merged(r.offpeak.rollup for r in members)
-        pf = peak.figures() if peak else {}
-        of = off.figures() if off else {}
+        pf = _merged(r.peak.merged for r in members)
+        of = _merged(r.offpeak.merged for r in members)
         out.append(LineFigures(
             region=region or None, datacenter=dc or None, line=line,
             targets=tuple(sorted({r.target for r in members})),

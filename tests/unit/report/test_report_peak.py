@@ -363,3 +363,30 @@ def test_cli_empty_database(tmp_path: Path) -> None:
     assert json.loads(done.stdout)["rows"] == []
     text = _cli("--db", url)
     assert text.returncode == 0 and "nothing to report" in text.stdout
+
+
+async def test_line_comparison_is_the_merged_rollups(store: Store) -> None:
+    """compare_lines sums the rows' bins (no sketch built): the figures of merging their Rollups."""
+    from netprobe.report.line_comparison import compare_lines, line_of
+    from netprobe.store.rollups import Rollup
+
+    rows = await peak_rows(store, days=7, now=NOW)
+    got = compare_lines(rows)
+    assert got
+    for g in got:
+        key = (g.region, g.datacenter, g.line)
+        members = [r for r in rows if (r.region, r.datacenter, line_of(r)) == key]
+        for window, p95, loss in (("peak", g.peak_p95_ms, g.peak_loss_pct),
+                                  ("offpeak", g.offpeak_p95_ms, g.offpeak_loss_pct)):
+            total = Rollup()
+            for r in members:
+                rollup = getattr(r, window).rollup
+                if rollup is not None:
+                    total.merge(rollup)
+            want = total.figures()
+            assert p95 == want["rtt_p95_ms"] and loss == want["loss_pct"]
+        peak = Rollup()
+        for r in members:
+            if r.peak.rollup is not None:
+                peak.merge(r.peak.rollup)
+        assert g.peak_p50_ms == peak.figures()["rtt_p50_ms"]

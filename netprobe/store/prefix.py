@@ -304,7 +304,6 @@ class PrefixRow:
 SUMS_MAGIC = b"NPS1"
 SUMS_HEAD = struct.Struct("<4sBBHH")
 _INT_BINS = 1
-_I32 = 2 ** 31 - 1
 
 
 def _le(a: array[Any]) -> bytes:
@@ -322,14 +321,9 @@ def _from_le(typecode: str, data: bytes | memoryview) -> array[Any]:
     return a
 
 
-def _integral(bins: Sequence[float]) -> bool:
-    return all(c == int(c) and 0 <= c <= _I32 for c in bins)
-
-
 def encode_sums(sums: Mapping[int, Sums]) -> bytes:
     names = sorted({n for s in sums.values() for n in s.extras})
     head_names = orjson.dumps(names) if names else b""
-    ints = all(_integral(s.pos) and _integral(s.neg) for s in sums.values())
     hours, counters, zero, extras, spans = array("q"), array("d"), array("d"), array("d"), array("i")
     pos: list[float] = []
     neg: list[float] = []
@@ -345,7 +339,11 @@ def encode_sums(sums: Mapping[int, Sums]) -> bytes:
         spans.extend((s.pos_off, len(s.pos), s.neg_off, len(s.neg)))
         pos += s.pos
         neg += s.neg
-    bins = array("i", map(int, pos + neg)) if ints else array("d", map(float, pos + neg))
+    try:        # counts are ints as the writers add them; a float anywhere (or a huge count): float64
+        bins = array("i", pos + neg)
+        ints = True
+    except (TypeError, OverflowError):
+        bins, ints = array("d", map(float, pos + neg)), False
     return b"".join((SUMS_HEAD.pack(SUMS_MAGIC, _INT_BINS if ints else 0, len(COUNTERS), len(names),
                                     len(head_names)), head_names,
                      _le(hours), _le(counters), _le(zero), _le(extras), _le(spans), _le(bins)))
@@ -381,8 +379,8 @@ def decode_sums(data: bytes, only: Iterable[int] | None = None) -> dict[int, Sum
         if hours[h] and h in wanted:
             ex = {n: [extras[(h * ne + i) * 2], extras[(h * ne + i) * 2 + 1]] for i, n in enumerate(names)}
             out[h] = Sums(hours[h], list(counters[h * nc:(h + 1) * nc]), pos_off,
-                          [float(c) for c in bins[at_pos:at_pos + pos_n]], neg_off,
-                          [float(c) for c in bins[at_neg:at_neg + neg_n]], zero[h],
+                          list(bins[at_pos:at_pos + pos_n]), neg_off, list(bins[at_neg:at_neg + neg_n]),
+                          zero[h],
                           {n: v for n, v in ex.items() if v[1]})
         at_pos += pos_n
         at_neg += neg_n

@@ -137,8 +137,7 @@ class Builder:
         for slot in a.extras.values():      # an extra no round had is none (Sums.add drops it)
             slot[slot[..., 1] == 0, 0] = 0.0
         a.ext = _levels(a.ext, at, self.levels)
-        for t, h, row, bins in self.rows:
-            _add_row(a, at[t], h, row, bins)
+        _add_rows(a, [(at[t], h, row, bins) for t, h, row, bins in self.rows])
         keep = (a.hours[:, list(only)] if only is not None else a.hours).any(axis=1)
         return a if keep.all() else a.take(np.flatnonzero(keep))
 
@@ -194,23 +193,48 @@ def _add_parts(a: HourArrays, series: list[int], parts: list[Part], sign: float)
         flat[flat_idx] = op(flat[flat_idx], np.concatenate(vals))
 
 
-def _add_row(a: HourArrays, i: int, h: int, row: Mapping[str, Any], bins: _Bins | None) -> None:
-    """One hourly row into series i, hour of day h, as Sums.add_row adds it."""
-    a.hours[i, h] += 1
-    a.c[i, h] += [row[name] for name in COUNTERS]
-    if bins is not None:
-        if bins.pos:
-            a.pos[i, h, bins.pos_off - a.pos_lo:bins.pos_off - a.pos_lo + len(bins.pos)] += bins.pos
-        if bins.neg:
-            a.neg[i, h, bins.neg_off - a.neg_lo:bins.neg_off - a.neg_lo + len(bins.neg)] += bins.neg
-        a.zero[i, h] += bins.zero
-    if row.get("extras"):
-        for name, (total, k) in orjson.loads(row["extras"]).items():
-            slot = a.extras.get(name)
-            if slot is None:
-                slot = a.extras[name] = np.zeros((len(a.targets), 24, 2))
-            slot[i, h] += (total, k)
-    a.ext[i, h] = combine(a.ext[i, h], extremes_array(extremes_of(row)))
+def _add_rows(a: HourArrays, rows: Sequence[tuple[int, int, Mapping[str, Any], _Bins | None]]) -> None:
+    """Hourly rows into their series and hour of day, as Sums.add_row adds them one by one: in rounds
+    that take each (series, hour) at most once, so each round is one vectorised step and a key's rows
+    still add in their order."""
+    rounds: list[list[int]] = []
+    seen: dict[tuple[int, int], int] = {}
+    for k, (i, h, _, _) in enumerate(rows):
+        r = seen.get((i, h), 0)
+        seen[(i, h)] = r + 1
+        if r == len(rounds):
+            rounds.append([])
+        rounds[r].append(k)
+    for ks in rounds:
+        part = [rows[k] for k in ks]
+        ii = np.fromiter((i for i, *_ in part), np.intp, len(part))
+        hh = np.fromiter((h for _, h, *_ in part), np.intp, len(part))
+        a.hours[ii, hh] += 1
+        a.c[ii, hh] += np.array([[row[name] for name in COUNTERS] for _, _, row, _ in part], np.float64)
+        a.zero[ii, hh] += [b.zero if b is not None else 0.0 for *_, b in part]
+        for into, lo, neg in ((a.pos, a.pos_lo, False), (a.neg, a.neg_lo, True)):
+            spans = [(k, b.neg_off, b.neg) if neg else (k, b.pos_off, b.pos)
+                     for k, (*_, b) in enumerate(part) if b is not None and (b.neg if neg else b.pos)]
+            if not spans:
+                continue
+            width = into.shape[2]
+            lens = np.fromiter((len(v) for *_, v in spans), np.int64, len(spans))
+            sel = np.fromiter((k for k, *_ in spans), np.intp, len(spans))
+            offs = np.fromiter((off for _, off, _ in spans), np.int64, len(spans))
+            base = (ii[sel] * 24 + hh[sel]) * width + offs - lo
+            starts = np.cumsum(lens) - lens
+            flat_idx = np.repeat(base - starts, lens) + np.arange(int(lens.sum()))
+            flat = into.reshape(-1)
+            flat[flat_idx] += np.concatenate([np.asarray(v, np.float64) for *_, v in spans])
+        for i, h, row, _ in part:
+            if row.get("extras"):
+                for name, (total, n) in orjson.loads(row["extras"]).items():
+                    slot = a.extras.get(name)
+                    if slot is None:
+                        slot = a.extras[name] = np.zeros((len(a.targets), 24, 2))
+                    slot[i, h] += (total, n)
+        e = np.array([[np.nan if v is None else float(v) for v in extremes_of(row)] for _, _, row, _ in part])
+        a.ext[ii, hh] = combine(a.ext[ii, hh], e)
 
 
 def _bins(text: str) -> _Bins:

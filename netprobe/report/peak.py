@@ -169,19 +169,16 @@ def _degradation(peak: WindowFigures, off: WindowFigures) -> Degradation:
 
 
 def _profiles(arrays: HourArrays) -> list[tuple[HourProfile, ...]]:
-    """Per series, its 24 local hours of day, each merged over the days."""
-    n = len(arrays.targets)
-    cols: list[list[HourProfile]] = []
-    for h in range(24):
-        w = arrays.hour(h)
-        q = w.quantiles(_PROFILE_QS)
-        p5, p50, p95 = (_or_none(q[:, j].tolist()) for j in range(3))
-        sent, received, rounds = _ints(w, "sent"), _ints(w, "received"), _ints(w, "rounds")
-        present = w.hours.tolist()
-        cols.append([HourProfile(h, p5[i], p50[i], p95[i],
-                                 loss_pct(sent[i], received[i]) if sent[i] else None, rounds[i])
-                     if present[i] else HourProfile(h, None, None, None, None, 0) for i in range(n)])
-    return [tuple(col[i] for col in cols) for i in range(n)]
+    """Per series, its 24 local hours of day, each merged over the days (all series and hours at once)."""
+    w = arrays.each_hour()
+    q = w.quantiles(_PROFILE_QS)
+    p5, p50, p95 = (_or_none(q[:, j].tolist()) for j in range(3))
+    sent, received, rounds = _ints(w, "sent"), _ints(w, "received"), _ints(w, "rounds")
+    present = w.hours.tolist()
+    flat = [HourProfile(k % 24, p5[k], p50[k], p95[k], loss_pct(sent[k], received[k]) if sent[k] else None,
+                        rounds[k]) if present[k] else HourProfile(k % 24, None, None, None, None, 0)
+            for k in range(len(present))]
+    return [tuple(flat[i * 24:(i + 1) * 24]) for i in range(len(arrays.targets))]
 
 
 def _agent_rows(agent: fleet.AgentInfo, zone: ZoneInfo, targets: Mapping[str, fleet.TargetInfo],

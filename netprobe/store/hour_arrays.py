@@ -315,6 +315,14 @@ class HourArrays:
     def hour(self, h: int) -> Window:
         return self.window((h,))
 
+    def each_hour(self) -> Window:
+        """Every (series, hour of day) as a window of its own, series-major (row i·24 + h): the
+        24-hour profile of every series in one step."""
+        n = len(self.targets)
+        return Window(self.hours.reshape(-1), self.c.reshape(n * 24, NC), self.zero.reshape(-1), self.pos_lo,
+                      self.pos.reshape(n * 24, -1), self.neg_lo, self.neg.reshape(n * 24, -1),
+                      {k: v.reshape(n * 24, 2) for k, v in self.extras.items()}, self.ext.reshape(n * 24, 4))
+
     def take(self, idx: npt.NDArray[np.intp]) -> HourArrays:
         """Only the series `idx`."""
         return HourArrays([self.targets[i] for i in idx], self.hours[idx], self.c[idx], self.zero[idx],

@@ -19,6 +19,7 @@ import orjson
 from sqlalchemy import Select, Table, bindparam, delete, func, select, text, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.dml import Insert
 
 from netprobe.errors import StorageError
@@ -102,6 +103,45 @@ _PG_UPDATE_HOURS = text(
     + ", ".join(f"{c} = v.{c}" for c in (*_ROLLUP_VALUES, "updated_at"))
     + " FROM json_populate_recordset(NULL::rollups_hourly, CAST(:rows AS json)) AS v "
     "WHERE r.agent_id = v.agent_id AND r.target_id = v.target_id AND r.probe = v.probe AND r.hour = v.hour")
+
+
+# A bulk write on PostgreSQL (Store.write(bulk=True), `db import`): the rows that are not there yet go in
+# by COPY, which PostgreSQL parses and inserts for less than the statements above (no JSON rows to
+# parse and join, no sort, inserts a page at a time). Which rows are there already is read first; a row
+# another writer inserts in between makes the COPY fail on its unique key, and the batch then takes
+# the statements above, so the outcome is the same as theirs.
+_PG_KNOWN_RESULTS = text(
+    "SELECT p.id FROM json_array_elements_text(CAST(:ids AS json)) AS k(id) "
+    "JOIN probe_results AS p ON p.id = k.id")
+_PG_COPY_RESULTS = ("COPY probe_results (id, probe, agent_id, target_id, started_at, status, envelope, "
+                    "stored_at) FROM STDIN")
+_PG_KNOWN_HOURS = text(
+    "SELECT v.ordinality FROM json_populate_recordset(NULL::rollups_hourly, CAST(:rows AS json)) "
+    "WITH ORDINALITY AS v JOIN rollups_hourly AS r ON r.agent_id = v.agent_id "
+    "AND r.target_id = v.target_id AND r.probe = v.probe AND r.hour = v.hour")
+_PG_COPY_HOURS = f"COPY rollups_hourly ({', '.join(_ROLLUP_COLS)}) FROM STDIN"
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _copy_text(value: str) -> str:
+    """A string as a field of COPY's text format."""
+    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
+        return value.translate(_COPY_ESCAPES)
+    return value
+
+
+def _copy_field(value: Any) -> str:
+    """A value as a field of COPY's text format: None is \\N, a float its repr (finite: the caller
+    checked), a datetime with its offset."""
+    if value is None:
+        return "\\N"
+    if type(value) is str:
+        return _copy_text(value)
+    if type(value) is float:
+        return repr(value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
 
 
 # SQLite: the batch's existing hour rows (by position in the JSON array of keys), and the statements
@@ -211,6 +251,7 @@ def _stamp(conn: AsyncConnection) -> Callable[[datetime], str]:
     return process
 
 _PING = text("SELECT 1")
+_ASYNC_COMMIT = text("SET LOCAL synchronous_commit = off")
 _RESULT_COLUMNS = tuple(probe_results.c[n] for n in ("id", "probe", "agent_id", "target_id", "started_at",
                                                      "status", "envelope"))
 _READ_HORIZON = select(store_meta.c.value).where(store_meta.c.key == _HORIZON)   # built once: every write
@@ -326,7 +367,8 @@ class Store:
 
     # -- writing ----------------------------------------------------------------------------------
     async def write(self, envelopes: Sequence[Mapping[str, Any] | Envelope], *, outbox_cap: int | None = None,
-                    texts: Sequence[str] | None = None, source: str | None = None) -> WriteStats:
+                    texts: Sequence[str] | None = None, source: str | None = None,
+                    bulk: bool = False) -> WriteStats:
         """Store result envelopes once each (by id); rolls up only the newly stored ones, atomically.
 
         With `outbox_cap`, the newly stored ones also enter the upload outbox in the same transaction,
@@ -334,7 +376,9 @@ class Store:
         when the caller parsed it from that (PostgreSQL then stores the text rather than re-serialising).
         `source`: instead, the JSON text of the whole array `envelopes` was parsed from, items in order.
         An Envelope (parse_envelope's) is not validated again. Raises EnvelopeError (nothing stored) if
-        any envelope is malformed.
+        any envelope is malformed. `bulk`: a bulk load that can be run again (`db import`): on
+        PostgreSQL the new rows go in by COPY, and the commit does not wait for the WAL to reach the
+        disk (synchronous_commit off, this transaction only); what is stored is the same.
         """
         parsed = parse_envelopes(envelopes, texts)
         unique: dict[str, Envelope] = {}
@@ -349,7 +393,10 @@ class Store:
             return WriteStats(0, repeated)
         now = utc_now()
         refs: list[tuple[tuple[str, str], tuple[Any, ...]]] = []
+        bulk = bulk and self.dialect == "postgresql"
         async with self._write("writing to") as conn:
+            if bulk:
+                await conn.execute(_ASYNC_COMMIT)
             horizon = await self._horizon(conn)
             fresh = sorted((e for e in unique.values() if horizon is None or e.started_at >= horizon),
                            key=lambda e: e.id)
@@ -362,10 +409,13 @@ class Store:
                 # it is skipped, _LOCK_TARGETS) holds until commit serialise writers of one target, so
                 # each sees the other's results.
                 refs = await self._upsert_refs(conn, fresh, now)
-                inserted = await self._insert_results(conn, fresh, now, source, positions)
+                if bulk:
+                    inserted = await self._pg_copy_results(conn, fresh, now, source, positions)
+                else:
+                    inserted = await self._insert_results(conn, fresh, now, source, positions)
                 new = [e for e in fresh if e.id in inserted]
                 deltas = hour_deltas(new)
-                await self._apply_rollups(conn, deltas, now)
+                await self._apply_rollups(conn, deltas, now, bulk=bulk)
                 await prefix_sql.invalidate(conn, self.dialect, _first_hours(deltas), now)
                 await events.record_new(conn, new)
                 if outbox_cap is not None:
@@ -486,8 +536,28 @@ class Store:
             await conn.exec_driver_sql(_SQLITE_INSERT_RESULTS, rows)
         return {r[0] for r in rows}
 
+    async def _pg_copy_results(self, conn: AsyncConnection, envs: Sequence[Envelope], now: datetime,
+                               source: str | None, positions: Mapping[str, int] | None) -> set[str]:
+        """_insert_results for a bulk write: the ids not stored yet go in by COPY (in id order, as the
+        statements insert them); if another writer stored one meanwhile, the statements decide."""
+        ids = orjson.dumps([e.id for e in envs]).decode()
+        known = {row[0] for row in await conn.execute(_PG_KNOWN_RESULTS, {"ids": ids})}
+        stored = now.isoformat()
+        rows = [e for e in envs if e.id not in known]
+        data = "".join([
+            f"{_copy_text(e.id)}\t{_copy_text(e.probe)}\t{_copy_text(str(e.agent['id']))}\t"
+            f"{_copy_text(str(e.target['id']))}\t{e.started_at.isoformat()}\t{_copy_text(e.status)}\t"
+            f"{_copy_text(e.text if e.text is not None else _json(e.raw))}\t{stored}\n" for e in rows])
+        if not data:
+            return set()
+        try:
+            await conn.copy_in(_PG_COPY_RESULTS, data)
+        except IntegrityError:
+            return await self._insert_results(conn, envs, now, source, positions)
+        return {e.id for e in rows}
+
     async def _apply_rollups(self, conn: AsyncConnection, deltas: Mapping[HourKey, Delta],
-                             now: datetime) -> None:
+                             now: datetime, *, bulk: bool = False) -> None:
         """Merge deltas into their hour rows under a row lock, so concurrent writers lose nothing.
 
         A row that does not exist yet is inserted as the delta itself (one multi-row statement), with
@@ -497,17 +567,23 @@ class Store:
             return
         keys = sorted(deltas)
         if self.dialect == "postgresql":
-            await self._pg_apply_rollups(conn, keys, deltas, now)
+            await self._pg_apply_rollups(conn, keys, deltas, now, bulk)
         else:
             await self._sqlite_apply_rollups(conn, keys, deltas, now)
 
     async def _pg_apply_rollups(self, conn: AsyncConnection, keys: Sequence[HourKey],
-                                deltas: Mapping[HourKey, Delta], now: datetime) -> None:
+                                deltas: Mapping[HourKey, Delta], now: datetime, bulk: bool = False) -> None:
         text_rows: str | None = None
+        copied: list[HourKey] | None = None
         if all(_finite(deltas[k]) for k in keys):
             with contextlib.suppress(orjson.JSONEncodeError):        # an integer past 64 bits
-                text_rows = orjson.dumps([_hour_row(k, deltas[k], now) for k in keys]).decode()
-        if text_rows is not None:
+                if bulk:
+                    copied = await self._pg_copy_hours(conn, keys, deltas, now)
+                else:
+                    text_rows = orjson.dumps([_hour_row(k, deltas[k], now) for k in keys]).decode()
+        if copied is not None:
+            rest = copied
+        elif text_rows is not None:
             # Inserted in key order, as writers lock rows: a row another writer inserted and has
             # not committed yet makes this one wait, then conflict and merge below.
             there = await conn.execute(_PG_INSERT_HOURS, {"rows": text_rows})
@@ -536,6 +612,28 @@ class Store:
                        _R.probe == bindparam("k_probe"), _R.hour == bindparam("k_hour", type_=_R.hour.type))
                 .values({c: bindparam(c) for c in (*_ROLLUP_VALUES, "updated_at")}))
         await conn.execute(stmt, updates)
+
+    async def _pg_copy_hours(self, conn: AsyncConnection, keys: Sequence[HourKey],
+                             deltas: Mapping[HourKey, Delta], now: datetime) -> list[HourKey]:
+        """A bulk write's new hour rows, by COPY in key order; returns the keys whose rows were there
+        already, to be merged into. Raises orjson.JSONEncodeError for an integer past 64 bits, as the
+        statements' path does. If another writer inserted one of the new rows meanwhile, they take
+        the statements' path (_PG_INSERT_HOURS), which says which ones."""
+        wanted = orjson.dumps([{"agent_id": a, "target_id": t, "probe": p, "hour": h} for a, t, p, h in keys])
+        there = {n for (n,) in await conn.execute(_PG_KNOWN_HOURS, {"rows": wanted.decode()})}
+        new = [k for n, k in enumerate(keys, 1) if n not in there]
+        rows = [(*k, *_hour_values(deltas[k]), now) for k in new]
+        if any(type(v) is int and not -(1 << 63) <= v < (1 << 63) for row in rows for v in row):
+            raise orjson.JSONEncodeError("Integer exceeds 64-bit range")
+        if rows:
+            data = "".join(["\t".join([_copy_field(v) for v in row]) + "\n" for row in rows])
+            try:
+                await conn.copy_in(_PG_COPY_HOURS, data)
+            except IntegrityError:
+                text_rows = orjson.dumps([_hour_row(k, deltas[k], now) for k in new]).decode()
+                also = {new[n - 1] for (n,) in await conn.execute(_PG_INSERT_HOURS, {"rows": text_rows})}
+                return [k for n, k in enumerate(keys, 1) if n in there or k in also]
+        return [k for n, k in enumerate(keys, 1) if n in there]
 
     async def _sqlite_apply_rollups(self, conn: AsyncConnection, keys: Sequence[HourKey],
                                     deltas: Mapping[HourKey, Delta], now: datetime) -> None:

@@ -119,7 +119,6 @@ _PG_KNOWN_HOURS = text(
     "SELECT v.ordinality FROM json_populate_recordset(NULL::rollups_hourly, CAST(:rows AS json)) "
     "WITH ORDINALITY AS v JOIN rollups_hourly AS r ON r.agent_id = v.agent_id "
     "AND r.target_id = v.target_id AND r.probe = v.probe AND r.hour = v.hour")
-_PG_COPY_HOURS = f"COPY rollups_hourly ({', '.join(_ROLLUP_COLS)}) FROM STDIN"
 _COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
 
@@ -128,20 +127,6 @@ def _copy_text(value: str) -> str:
     if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
         return value.translate(_COPY_ESCAPES)
     return value
-
-
-def _copy_field(value: Any) -> str:
-    """A value as a field of COPY's text format: None is \\N, a float its repr (finite: the caller
-    checked), a datetime with its offset."""
-    if value is None:
-        return "\\N"
-    if type(value) is str:
-        return _copy_text(value)
-    if type(value) is float:
-        return repr(value)
-    if isinstance(value, datetime):
-        return value.isoformat()
-    return str(value)
 
 
 # SQLite: the batch's existing hour rows (by position in the JSON array of keys), and the statements
@@ -172,16 +157,49 @@ Delta = tuple[Rollup, sketches.Bins | None]     # an hour's counters, and its sa
 _COUNTERS = attrgetter(*Rollup._COLUMNS)
 
 
-def _hour_values(delta: Delta) -> tuple[Any, ...]:
-    """The value columns (_ROLLUP_VALUES' order) of a row holding `delta` alone: Rollup.to_row's, with
-    the sketch from its Bins when it has them."""
+def _texts(delta: Delta) -> tuple[str | None, str | None]:
+    """The sketch and extras columns of a row holding `delta` alone: Rollup.to_row's, with the sketch
+    from its Bins when it has them."""
     rollup, bins = delta
     if bins is not None:
         sketch: str | None = sketches.bins_text(bins)
     else:
         sketch = sketches.dumps(rollup.sketch) if rollup.sketch is not None else None
     extras = json.dumps(rollup.extras, separators=(",", ":")) if rollup.extras else None
-    return (*_COUNTERS(rollup), sketch, extras)
+    return sketch, extras
+
+
+def _hour_values(delta: Delta) -> tuple[Any, ...]:
+    """The value columns (_ROLLUP_VALUES' order) of a row holding `delta` alone."""
+    return (*_COUNTERS(delta[0]), *_texts(delta))
+
+
+# The columns of _hour_line, in its order (the same set as _ROLLUP_COLS)
+_COPY_HOUR_COLS = ("agent_id", "target_id", "probe", "hour", "rounds", "error_rounds", "sent", "received",
+                   "duplicates", "loss_pct_sum", "loss_rounds", "rtt_min", "rtt_max", "rtt_sum", "rtt_count",
+                   "jitter_sum", "jitter_count", "sketch", "extras", "updated_at")
+assert sorted(_COPY_HOUR_COLS) == sorted(_ROLLUP_COLS)
+_PG_COPY_HOURS = f"COPY rollups_hourly ({', '.join(_COPY_HOUR_COLS)}) FROM STDIN"
+_INT64 = 1 << 63
+_NULL = "\\N"     # COPY's NULL
+
+
+def _hour_line(key: HourKey, delta: Delta, hour: str, updated: str) -> str | None:
+    """A new hour row holding `delta` alone as a line of COPY's text format (`hour`: the key's hour,
+    formatted); None when a count is past 64 bits (the statements' path then says what is wrong)."""
+    a, t, p, _ = key
+    r = delta[0]
+    if not all(-_INT64 <= v < _INT64 for v in (r.rounds, r.error_rounds, r.sent, r.received, r.duplicates,
+                                                r.loss_rounds, r.rtt_count, r.jitter_count)):
+        return None
+    sketch, extras = _texts(delta)
+    lo = _NULL if r.rtt_min is None else repr(r.rtt_min)
+    hi = _NULL if r.rtt_max is None else repr(r.rtt_max)
+    sk = _NULL if sketch is None else _copy_text(sketch)
+    ex = _NULL if extras is None else _copy_text(extras)
+    return (f"{_copy_text(a)}\t{_copy_text(t)}\t{_copy_text(p)}\t{hour}\t{r.rounds}\t{r.error_rounds}\t"
+            f"{r.sent}\t{r.received}\t{r.duplicates}\t{r.loss_pct_sum!r}\t{r.loss_rounds}\t{lo}\t{hi}\t"
+            f"{r.rtt_sum!r}\t{r.rtt_count}\t{r.jitter_sum!r}\t{r.jitter_count}\t{sk}\t{ex}\t{updated}\n")
 
 
 def _finite(delta: Delta) -> bool:
@@ -622,11 +640,13 @@ class Store:
         wanted = orjson.dumps([{"agent_id": a, "target_id": t, "probe": p, "hour": h} for a, t, p, h in keys])
         there = {n for (n,) in await conn.execute(_PG_KNOWN_HOURS, {"rows": wanted.decode()})}
         new = [k for n, k in enumerate(keys, 1) if n not in there]
-        rows = [(*k, *_hour_values(deltas[k]), now) for k in new]
-        if any(type(v) is int and not -(1 << 63) <= v < (1 << 63) for row in rows for v in row):
+        updated = now.isoformat()
+        hours = {h: h.isoformat() for h in {k[3] for k in new}}
+        lines = [_hour_line(k, deltas[k], hours[k[3]], updated) for k in new]
+        if None in lines:
             raise orjson.JSONEncodeError("Integer exceeds 64-bit range")
-        if rows:
-            data = "".join(["\t".join([_copy_field(v) for v in row]) + "\n" for row in rows])
+        data = "".join([line for line in lines if line is not None])
+        if data:
             try:
                 await conn.copy_in(_PG_COPY_HOURS, data)
             except IntegrityError:

@@ -225,7 +225,8 @@ async def _import(file: Path, db: str | None, size: int) -> list[str]:
             async for batch in _batches(file, bad):
                 await written()
                 source = "[" + ",".join(batch.texts) + "]"
-                writing = (asyncio.create_task(store.write(batch.envelopes, source=source)), batch.done)
+                write = store.write(batch.envelopes, source=source, bulk=True)
+                writing = (asyncio.create_task(write), batch.done)
             await written()
             writing = None
     finally:

@@ -97,6 +97,29 @@ class AsyncConnection:
             self._sync.exec_driver_sql, statement, parameters, _require_await=True)
         return result
 
+    async def copy_in(self, statement: str, data: str) -> None:
+        """PostgreSQL: `COPY … FROM STDIN` of `data` (COPY's text format) on this connection, in its
+        transaction, under a savepoint: a failed COPY leaves the transaction as it was and raises
+        what SQLAlchemy would have raised for the driver's error (IntegrityError for a duplicate key)."""
+        import psycopg  # only PostgreSQL connections get here
+
+        driver = await greenlet_spawn(lambda: self._sync.connection.driver_connection)
+        assert isinstance(driver, psycopg.AsyncConnection), driver
+        # By hand, not driver.transaction(): that one commits when no transaction is open yet.
+        try:
+            async with driver.cursor() as cursor:
+                await cursor.execute("SAVEPOINT netprobe_copy")
+                try:
+                    async with cursor.copy(statement) as copy:
+                        await copy.write(data)
+                except psycopg.Error:
+                    await cursor.execute("ROLLBACK TO SAVEPOINT netprobe_copy")
+                    raise
+                finally:
+                    await cursor.execute("RELEASE SAVEPOINT netprobe_copy")
+        except psycopg.Error as exc:
+            raise DBAPIError.instance(statement, None, exc, psycopg.Error, dialect=self.dialect) from exc
+
     async def execution_options(self, **options: Any) -> AsyncConnection:
         await greenlet_spawn(self._sync.execution_options, **options)
         return self

@@ -163,17 +163,31 @@ def _page_query(dialect: str, limit: int, skipping: bool) -> Select[Any]:
     return query
 
 
+# An mtr envelope as route_of reads it: each hub of result.report.hubs cut down to its addresses (the
+# rest of a hub, its statistics, is most of the envelope), everything else as stored. PostgreSQL
+# writes and the driver parses a third of the text.
+_PG_ROUTE_PART = (
+    "CASE WHEN jsonb_typeof(c.envelope #> '{result,report,hubs}') = 'array' "
+    "THEN jsonb_set(c.envelope, '{result,report,hubs}', (SELECT coalesce(jsonb_agg("
+    "CASE WHEN jsonb_typeof(h.hub) = 'object' THEN jsonb_build_object('addresses', h.hub -> 'addresses') "
+    "ELSE h.hub END ORDER BY h.i), CAST('[]' AS jsonb)) "
+    "FROM jsonb_array_elements(c.envelope #> '{result,report,hubs}') WITH ORDINALITY AS h(hub, i))) "
+    "ELSE c.envelope END")
+
+
 @functools.cache
 def _pg_first_pages() -> TextualSelect:
     """PostgreSQL: _page_query's first page (_FIRST_PAGE rows, skipping) of several agent × target
     pairs at once, each with its own cursor, in one statement rather than one per pair. `skip` holds
-    every pair's ids: result ids are unique, so another pair's never match."""
+    every pair's ids: result ids are unique, so another pair's never match. The envelopes come as
+    route_of reads them (_PG_ROUTE_PART)."""
     c = probe_results.c
     return text(
         "SELECT k.n, p.id, p.started_at, p.envelope "
         "FROM unnest(CAST(:agents AS text[]), CAST(:targets AS text[]), CAST(:ats AS timestamptz[]), "
         "CAST(:rids AS text[])) WITH ORDINALITY AS k(agent_id, target_id, at, rid, n) "
-        "CROSS JOIN LATERAL (SELECT c.id, c.started_at, c.envelope FROM probe_results AS c "
+        f"CROSS JOIN LATERAL (SELECT c.id, c.started_at, {_PG_ROUTE_PART} AS envelope "
+        "FROM probe_results AS c "
         "WHERE c.agent_id = k.agent_id AND c.target_id = k.target_id "
         "AND c.probe = ANY(CAST(:route_probes AS text[])) "
         "AND c.status <> 'error' AND (c.started_at < k.at "

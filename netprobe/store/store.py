@@ -19,6 +19,7 @@ import orjson
 from sqlalchemy import Select, Table, bindparam, delete, func, select, text, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.dml import Insert
 
 from netprobe.errors import StorageError
@@ -104,6 +105,30 @@ _PG_UPDATE_HOURS = text(
     "WHERE r.agent_id = v.agent_id AND r.target_id = v.target_id AND r.probe = v.probe AND r.hour = v.hour")
 
 
+# A bulk write on PostgreSQL (Store.write(bulk=True), `db import`): the rows that are not there yet go in
+# by COPY, which PostgreSQL parses and inserts for less than the statements above (no JSON rows to
+# parse and join, no sort, inserts a page at a time). Which rows are there already is read first; a row
+# another writer inserts in between makes the COPY fail on its unique key, and the batch then takes
+# the statements above, so the outcome is the same as theirs.
+_PG_KNOWN_RESULTS = text(
+    "SELECT p.id FROM json_array_elements_text(CAST(:ids AS json)) AS k(id) "
+    "JOIN probe_results AS p ON p.id = k.id")
+_PG_COPY_RESULTS = ("COPY probe_results (id, probe, agent_id, target_id, started_at, status, envelope, "
+                    "stored_at) FROM STDIN")
+_PG_KNOWN_HOURS = text(
+    "SELECT v.ordinality FROM json_populate_recordset(NULL::rollups_hourly, CAST(:rows AS json)) "
+    "WITH ORDINALITY AS v JOIN rollups_hourly AS r ON r.agent_id = v.agent_id "
+    "AND r.target_id = v.target_id AND r.probe = v.probe AND r.hour = v.hour")
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _copy_text(value: str) -> str:
+    """A string as a field of COPY's text format."""
+    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
+        return value.translate(_COPY_ESCAPES)
+    return value
+
+
 # SQLite: the batch's existing hour rows (by position in the JSON array of keys), and the statements
 # for sqlite3's executemany.
 _SQLITE_READ_HOURS = (
@@ -132,16 +157,49 @@ Delta = tuple[Rollup, sketches.Bins | None]     # an hour's counters, and its sa
 _COUNTERS = attrgetter(*Rollup._COLUMNS)
 
 
-def _hour_values(delta: Delta) -> tuple[Any, ...]:
-    """The value columns (_ROLLUP_VALUES' order) of a row holding `delta` alone: Rollup.to_row's, with
-    the sketch from its Bins when it has them."""
+def _texts(delta: Delta) -> tuple[str | None, str | None]:
+    """The sketch and extras columns of a row holding `delta` alone: Rollup.to_row's, with the sketch
+    from its Bins when it has them."""
     rollup, bins = delta
     if bins is not None:
         sketch: str | None = sketches.bins_text(bins)
     else:
         sketch = sketches.dumps(rollup.sketch) if rollup.sketch is not None else None
     extras = json.dumps(rollup.extras, separators=(",", ":")) if rollup.extras else None
-    return (*_COUNTERS(rollup), sketch, extras)
+    return sketch, extras
+
+
+def _hour_values(delta: Delta) -> tuple[Any, ...]:
+    """The value columns (_ROLLUP_VALUES' order) of a row holding `delta` alone."""
+    return (*_COUNTERS(delta[0]), *_texts(delta))
+
+
+# The columns of _hour_line, in its order (the same set as _ROLLUP_COLS)
+_COPY_HOUR_COLS = ("agent_id", "target_id", "probe", "hour", "rounds", "error_rounds", "sent", "received",
+                   "duplicates", "loss_pct_sum", "loss_rounds", "rtt_min", "rtt_max", "rtt_sum", "rtt_count",
+                   "jitter_sum", "jitter_count", "sketch", "extras", "updated_at")
+assert sorted(_COPY_HOUR_COLS) == sorted(_ROLLUP_COLS)
+_PG_COPY_HOURS = f"COPY rollups_hourly ({', '.join(_COPY_HOUR_COLS)}) FROM STDIN"
+_INT64 = 1 << 63
+_NULL = "\\N"     # COPY's NULL
+
+
+def _hour_line(key: HourKey, delta: Delta, hour: str, updated: str) -> str | None:
+    """A new hour row holding `delta` alone as a line of COPY's text format (`hour`: the key's hour,
+    formatted); None when a count is past 64 bits (the statements' path then says what is wrong)."""
+    a, t, p, _ = key
+    r = delta[0]
+    if not all(-_INT64 <= v < _INT64 for v in (r.rounds, r.error_rounds, r.sent, r.received, r.duplicates,
+                                                r.loss_rounds, r.rtt_count, r.jitter_count)):
+        return None
+    sketch, extras = _texts(delta)
+    lo = _NULL if r.rtt_min is None else repr(r.rtt_min)
+    hi = _NULL if r.rtt_max is None else repr(r.rtt_max)
+    sk = _NULL if sketch is None else _copy_text(sketch)
+    ex = _NULL if extras is None else _copy_text(extras)
+    return (f"{_copy_text(a)}\t{_copy_text(t)}\t{_copy_text(p)}\t{hour}\t{r.rounds}\t{r.error_rounds}\t"
+            f"{r.sent}\t{r.received}\t{r.duplicates}\t{r.loss_pct_sum!r}\t{r.loss_rounds}\t{lo}\t{hi}\t"
+            f"{r.rtt_sum!r}\t{r.rtt_count}\t{r.jitter_sum!r}\t{r.jitter_count}\t{sk}\t{ex}\t{updated}\n")
 
 
 def _finite(delta: Delta) -> bool:
@@ -211,6 +269,7 @@ def _stamp(conn: AsyncConnection) -> Callable[[datetime], str]:
     return process
 
 _PING = text("SELECT 1")
+_ASYNC_COMMIT = text("SET LOCAL synchronous_commit = off")
 _RESULT_COLUMNS = tuple(probe_results.c[n] for n in ("id", "probe", "agent_id", "target_id", "started_at",
                                                      "status", "envelope"))
 _READ_HORIZON = select(store_meta.c.value).where(store_meta.c.key == _HORIZON)   # built once: every write
@@ -326,7 +385,8 @@ class Store:
 
     # -- writing ----------------------------------------------------------------------------------
     async def write(self, envelopes: Sequence[Mapping[str, Any] | Envelope], *, outbox_cap: int | None = None,
-                    texts: Sequence[str] | None = None, source: str | None = None) -> WriteStats:
+                    texts: Sequence[str] | None = None, source: str | None = None,
+                    bulk: bool = False) -> WriteStats:
         """Store result envelopes once each (by id); rolls up only the newly stored ones, atomically.
 
         With `outbox_cap`, the newly stored ones also enter the upload outbox in the same transaction,
@@ -334,7 +394,9 @@ class Store:
         when the caller parsed it from that (PostgreSQL then stores the text rather than re-serialising).
         `source`: instead, the JSON text of the whole array `envelopes` was parsed from, items in order.
         An Envelope (parse_envelope's) is not validated again. Raises EnvelopeError (nothing stored) if
-        any envelope is malformed.
+        any envelope is malformed. `bulk`: a bulk load that can be run again (`db import`): on
+        PostgreSQL the new rows go in by COPY, and the commit does not wait for the WAL to reach the
+        disk (synchronous_commit off, this transaction only); what is stored is the same.
         """
         parsed = parse_envelopes(envelopes, texts)
         unique: dict[str, Envelope] = {}
@@ -349,7 +411,10 @@ class Store:
             return WriteStats(0, repeated)
         now = utc_now()
         refs: list[tuple[tuple[str, str], tuple[Any, ...]]] = []
+        bulk = bulk and self.dialect == "postgresql"
         async with self._write("writing to") as conn:
+            if bulk:
+                await conn.execute(_ASYNC_COMMIT)
             horizon = await self._horizon(conn)
             fresh = sorted((e for e in unique.values() if horizon is None or e.started_at >= horizon),
                            key=lambda e: e.id)
@@ -362,10 +427,13 @@ class Store:
                 # it is skipped, _LOCK_TARGETS) holds until commit serialise writers of one target, so
                 # each sees the other's results.
                 refs = await self._upsert_refs(conn, fresh, now)
-                inserted = await self._insert_results(conn, fresh, now, source, positions)
+                if bulk:
+                    inserted = await self._pg_copy_results(conn, fresh, now, source, positions)
+                else:
+                    inserted = await self._insert_results(conn, fresh, now, source, positions)
                 new = [e for e in fresh if e.id in inserted]
                 deltas = hour_deltas(new)
-                await self._apply_rollups(conn, deltas, now)
+                await self._apply_rollups(conn, deltas, now, bulk=bulk)
                 await prefix_sql.invalidate(conn, self.dialect, _first_hours(deltas), now)
                 await events.record_new(conn, new)
                 if outbox_cap is not None:
@@ -486,8 +554,28 @@ class Store:
             await conn.exec_driver_sql(_SQLITE_INSERT_RESULTS, rows)
         return {r[0] for r in rows}
 
+    async def _pg_copy_results(self, conn: AsyncConnection, envs: Sequence[Envelope], now: datetime,
+                               source: str | None, positions: Mapping[str, int] | None) -> set[str]:
+        """_insert_results for a bulk write: the ids not stored yet go in by COPY (in id order, as the
+        statements insert them); if another writer stored one meanwhile, the statements decide."""
+        ids = orjson.dumps([e.id for e in envs]).decode()
+        known = {row[0] for row in await conn.execute(_PG_KNOWN_RESULTS, {"ids": ids})}
+        stored = now.isoformat()
+        rows = [e for e in envs if e.id not in known]
+        data = "".join([
+            f"{_copy_text(e.id)}\t{_copy_text(e.probe)}\t{_copy_text(str(e.agent['id']))}\t"
+            f"{_copy_text(str(e.target['id']))}\t{e.started_at.isoformat()}\t{_copy_text(e.status)}\t"
+            f"{_copy_text(e.text if e.text is not None else _json(e.raw))}\t{stored}\n" for e in rows])
+        if not data:
+            return set()
+        try:
+            await conn.copy_in(_PG_COPY_RESULTS, data)
+        except IntegrityError:
+            return await self._insert_results(conn, envs, now, source, positions)
+        return {e.id for e in rows}
+
     async def _apply_rollups(self, conn: AsyncConnection, deltas: Mapping[HourKey, Delta],
-                             now: datetime) -> None:
+                             now: datetime, *, bulk: bool = False) -> None:
         """Merge deltas into their hour rows under a row lock, so concurrent writers lose nothing.
 
         A row that does not exist yet is inserted as the delta itself (one multi-row statement), with
@@ -497,17 +585,23 @@ class Store:
             return
         keys = sorted(deltas)
         if self.dialect == "postgresql":
-            await self._pg_apply_rollups(conn, keys, deltas, now)
+            await self._pg_apply_rollups(conn, keys, deltas, now, bulk)
         else:
             await self._sqlite_apply_rollups(conn, keys, deltas, now)
 
     async def _pg_apply_rollups(self, conn: AsyncConnection, keys: Sequence[HourKey],
-                                deltas: Mapping[HourKey, Delta], now: datetime) -> None:
+                                deltas: Mapping[HourKey, Delta], now: datetime, bulk: bool = False) -> None:
         text_rows: str | None = None
+        copied: list[HourKey] | None = None
         if all(_finite(deltas[k]) for k in keys):
             with contextlib.suppress(orjson.JSONEncodeError):        # an integer past 64 bits
-                text_rows = orjson.dumps([_hour_row(k, deltas[k], now) for k in keys]).decode()
-        if text_rows is not None:
+                if bulk:
+                    copied = await self._pg_copy_hours(conn, keys, deltas, now)
+                else:
+                    text_rows = orjson.dumps([_hour_row(k, deltas[k], now) for k in keys]).decode()
+        if copied is not None:
+            rest = copied
+        elif text_rows is not None:
             # Inserted in key order, as writers lock rows: a row another writer inserted and has
             # not committed yet makes this one wait, then conflict and merge below.
             there = await conn.execute(_PG_INSERT_HOURS, {"rows": text_rows})
@@ -536,6 +630,30 @@ class Store:
                        _R.probe == bindparam("k_probe"), _R.hour == bindparam("k_hour", type_=_R.hour.type))
                 .values({c: bindparam(c) for c in (*_ROLLUP_VALUES, "updated_at")}))
         await conn.execute(stmt, updates)
+
+    async def _pg_copy_hours(self, conn: AsyncConnection, keys: Sequence[HourKey],
+                             deltas: Mapping[HourKey, Delta], now: datetime) -> list[HourKey]:
+        """A bulk write's new hour rows, by COPY in key order; returns the keys whose rows were there
+        already, to be merged into. Raises orjson.JSONEncodeError for an integer past 64 bits, as the
+        statements' path does. If another writer inserted one of the new rows meanwhile, they take
+        the statements' path (_PG_INSERT_HOURS), which says which ones."""
+        wanted = orjson.dumps([{"agent_id": a, "target_id": t, "probe": p, "hour": h} for a, t, p, h in keys])
+        there = {n for (n,) in await conn.execute(_PG_KNOWN_HOURS, {"rows": wanted.decode()})}
+        new = [k for n, k in enumerate(keys, 1) if n not in there]
+        updated = now.isoformat()
+        hours = {h: h.isoformat() for h in {k[3] for k in new}}
+        lines = [_hour_line(k, deltas[k], hours[k[3]], updated) for k in new]
+        if None in lines:
+            raise orjson.JSONEncodeError("Integer exceeds 64-bit range")
+        data = "".join([line for line in lines if line is not None])
+        if data:
+            try:
+                await conn.copy_in(_PG_COPY_HOURS, data)
+            except IntegrityError:
+                text_rows = orjson.dumps([_hour_row(k, deltas[k], now) for k in new]).decode()
+                also = {new[n - 1] for (n,) in await conn.execute(_PG_INSERT_HOURS, {"rows": text_rows})}
+                return [k for n, k in enumerate(keys, 1) if n in there or k in also]
+        return [k for n, k in enumerate(keys, 1) if n in there]
 
     async def _sqlite_apply_rollups(self, conn: AsyncConnection, keys: Sequence[HourKey],
                                     deltas: Mapping[HourKey, Delta], now: datetime) -> None:

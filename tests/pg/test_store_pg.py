@@ -12,6 +12,7 @@ from sqlalchemy.engine import make_url
 from netprobe.errors import StorageError
 from netprobe.store import Store, open_store
 from netprobe.store.migrate import head_revision
+from tests.support.pg import scratch_database
 from tests.support.store import TABLES, icmp_envelope, schema_diff, table_names
 
 pytestmark = pytest.mark.postgres
@@ -83,3 +84,59 @@ async def test_unreachable_or_missing_database_is_a_storage_error(pg_url: str) -
     missing = make_url(pg_url).set(database="netprobe_no_such_db").render_as_string(hide_password=False)
     with pytest.raises(StorageError, match="does not exist"):
         await open_store(missing)
+
+
+async def test_bulk_writers_racing_to_one_hour_lose_no_update(pg_url: str) -> None:
+    """Bulk writes (`db import`: COPY of the rows found missing) racing each other and plain writes to
+    the same hour, replays among them: a COPY that collides with a row another writer stored meanwhile
+    falls back to the statements, and every unique round still counts exactly once."""
+    a, b = await open_store(pg_url), await open_store(pg_url)
+    try:
+        batches = [[icmp_envelope(T0 + timedelta(seconds=60 * i + j), [10.0 + j, 11.0, 12.0, None])
+                    for j in range(5)] for i in range(40)]
+        jobs = [(a if i % 2 else b).write(batch, bulk=i % 3 != 0) for i, batch in enumerate(batches)]
+        jobs += [(b if i % 2 else a).write(batches[i], bulk=True) for i in range(0, 40, 4)]
+        results = await asyncio.gather(*jobs)
+        assert sum(r.accepted for r in results) == 200
+        assert sum(r.duplicates for r in results) == 50
+        rows = await a.hourly(None, None, "icmp", T0, T0 + timedelta(hours=1))
+        assert len(rows) == 1
+        row = rows[0]
+        assert (row.rounds, row.sent, row.received, row.samples) == (200, 800, 600, 600)
+        assert row.rtt_min_ms == 10.0 and row.rtt_max_ms == 14.0
+        assert row.rollup.sketch is not None and row.rollup.sketch.count == 600
+        assert await a.count_results() == 200
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_bulk_write_whose_copy_collides_stores_what_a_plain_write_does(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows a bulk write finds missing are stored by another writer before its COPY (here: the
+    lookups find nothing, so the COPY meets the stored rows): it takes the statements' path, with the
+    same outcome as a plain write."""
+    from sqlalchemy import text
+
+    from netprobe.store import store as store_module
+
+    envs = [icmp_envelope(T0 + timedelta(minutes=7 * i), [20.0 + i, None, 21.0]) for i in range(30)]
+    span = (T0, T0 + timedelta(hours=5))
+    with scratch_database() as url:
+        plain = await open_store(url)
+        try:
+            await plain.write(envs[:12])
+            await plain.write(envs)
+            want = await plain.hourly(None, None, None, *span)
+        finally:
+            await plain.close()
+    assert (await store.write(envs[:12])).accepted == 12
+    monkeypatch.setattr(store_module, "_PG_KNOWN_RESULTS", text(
+        "SELECT k.id FROM json_array_elements_text(CAST(:ids AS json)) AS k(id) WHERE false"))
+    monkeypatch.setattr(store_module, "_PG_KNOWN_HOURS", text(
+        "SELECT 1 FROM json_array_elements(CAST(:rows AS json)) WHERE false"))
+    stats = await store.write(envs, bulk=True)
+    assert (stats.accepted, stats.duplicates) == (18, 12)
+    assert await store.count_results() == 30
+    got = await store.hourly(None, None, None, *span)
+    assert [r.to_dict() for r in got] == [r.to_dict() for r in want] and sum(r.rounds for r in got) == 30

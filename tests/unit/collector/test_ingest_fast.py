@@ -297,9 +297,11 @@ def any_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
             yield url
 
 
-async def test_written_rollups_equal_the_merge_of_each_batchs_rounds(any_url: str) -> None:
+@pytest.mark.parametrize("bulk", [False, True], ids=["plain", "bulk"])
+async def test_written_rollups_equal_the_merge_of_each_batchs_rounds(any_url: str, bulk: bool) -> None:
     """New hour rows, rows merged into (an hour spread over batches), rounds without samples, sse extras
-    and replays: every column of every hour row, the sketch's values included, as before."""
+    and replays: every column of every hour row, the sketch's values included, as before. `bulk`: as
+    `db import` writes (on PostgreSQL, new rows by COPY)."""
     import random
 
     from tests.support.report import dataset
@@ -317,7 +319,7 @@ async def test_written_rollups_equal_the_merge_of_each_batchs_rounds(any_url: st
     store = await open_store(any_url)
     try:
         for batch in batches:
-            await store.write(batch)
+            await store.write(batch, bulk=bulk)
         got = await store.hourly(None, None, None, T0 - timedelta(days=400), T0 + timedelta(days=400))
     finally:
         await store.close()

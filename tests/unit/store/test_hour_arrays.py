@@ -119,7 +119,8 @@ def test_window_figures_equal_the_sums(seed: int) -> None:
             assert int(w.hours[i]) == total.hours
             assert w.c[i].tolist() == pytest.approx(total.c, rel=1e-12, abs=1e-9)
             assert [None if v != v else v for v in w.ext[i].tolist()] == (e or [None] * 4)
-            assert w.sums(i).rollup(lo, hi).figures() == pytest.approx(total.rollup(lo, hi).figures(), rel=1e-12)
+            want_figures = total.rollup(lo, hi).figures()
+            assert w.sums(i).rollup(lo, hi).figures() == pytest.approx(want_figures, rel=1e-12)
 
 
 def test_hour_rows_after_the_prefix_and_series_without_wanted_hours() -> None:

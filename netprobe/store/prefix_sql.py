@@ -336,6 +336,7 @@ async def local_days(conn: AsyncConnection, agent_id: str, zone: ZoneInfo, first
     # since a late write emptied some (the refold marker). No list of series goes into the SQL: the
     # tails start at one instant in the usual case, and series without rows are rare.
     since = start
+    marker: str | None = None
     if lasts and not missing:
         since = max(start, min(lasts.values()) - timedelta(days=1))
         marker = (await conn.execute(select(store_meta.c.value).where(store_meta.c.key == _REFOLD))).scalar()
@@ -346,7 +347,11 @@ async def local_days(conn: AsyncConnection, agent_id: str, zone: ZoneInfo, first
         hq = hq.where(_H.target_id.in_(targets))
     t0 = min(tails.values(), default=since)       # the rows filter below keeps each series' own hours
     queries = [hq.where(_H.hour >= t0)]
-    if since < t0:       # series without usable rows, before the tails start
+    # Series without usable rows, with hours before the tails start: only where rows went missing
+    # (read from the first day) or a late write or a skipped series left the refold marker. Otherwise
+    # every series with hours before the last fold has rows up to it (the fold takes every series
+    # with hours after its newest row), so a series without rows has hours only in the tail query's.
+    if since < t0 and (missing or marker is not None):
         gap = (_H.hour >= since, _H.hour < t0)
         seen = select(_H.target_id, _H.probe).where(hq.whereclause, *gap).distinct()  # type: ignore[arg-type]
         new = sorted({(r[0], r[1]) for r in await conn.execute(seen)} - set(tails))

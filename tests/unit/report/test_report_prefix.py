@@ -15,7 +15,7 @@ from netprobe.report.peak import compute
 from netprobe.store import open_store
 from netprobe.store.schema import rollups_prefix
 from tests.support.pg import scratch_database
-from tests.support.report import NOW, _close, dataset, icmp, write_all
+from tests.support.report import MTR_ONLY, NOW, _close, dataset, icmp, write_all
 
 
 async def _report(url: str, **kw: Any) -> dict[str, Any]:
@@ -87,6 +87,36 @@ async def test_a_late_write_into_folded_hours_is_seen_at_once_and_folded_again(t
         await store.close()
     assert stats.series >= 1 and await _prefix_rows(folded) == before
     await _same_both_ways(hourly, folded)
+
+
+async def test_series_newer_than_the_fold_are_read_from_their_hours(tmp_path: Path) -> None:
+    """Folded a day before the data ends, then a series the fold never saw (icmp to the mtr-only
+    target) starts: its hours and the other series' tails come from the hourly rows, with no refold
+    marker; a late round of a new series before the fold (which leaves the marker) is read too."""
+    envs = dataset(days=8, seed=9)
+    hourly, folded = f"sqlite:///{tmp_path / 'h.db'}", f"sqlite:///{tmp_path / 'f.db'}"
+    await write_all(hourly, envs, fold=False)
+    await write_all(folded, envs, fold=False)
+    store = await open_store(folded)
+    try:
+        await store.fold_rollups(now=NOW - timedelta(days=1))
+    finally:
+        await store.close()
+    fresh = [icmp(NOW - timedelta(hours=h), "sh-ct-1", MTR_ONLY, [40.0 + h, None, 41.0])
+             for h in range(2, 12)]
+    late = [icmp(NOW - timedelta(days=3, hours=h), "fra-dt-1", MTR_ONLY, [90.0, 95.0 + h])
+            for h in range(3)]
+    for batch in (fresh, late):
+        for url in (hourly, folded):
+            store = await open_store(url)
+            try:
+                assert (await store.write(batch)).accepted == len(batch)
+            finally:
+                await store.close()
+        await _same_both_ways(hourly, folded)
+        got = await _report(folded, days=7)
+        assert any(r["agent"] == "sh-ct-1" and r["target"] == MTR_ONLY and r["rtt_probe"] == "icmp"
+                   for r in got["rows"])
 
 
 @pytest.mark.postgres

@@ -1,15 +1,26 @@
 """Async engine creation (SQLite pragmas, write locking) and driver errors → StorageError.
 
-AsyncEngine and AsyncConnection here are the part of sqlalchemy.ext.asyncio's that netprobe uses, the
-same way: each call runs the sync Core call in a greenlet (greenlet_spawn) over the async driver.
-Why not sqlalchemy.ext.asyncio itself: its package imports the ORM (AsyncSession), 41 more modules and
-6 MB the agent would keep for good without ever using them (bench/agent_footprint.py).
+AsyncEngine and AsyncConnection here are the part of sqlalchemy.ext.asyncio's that netprobe uses.
+On PostgreSQL they work the same way: each call runs the sync Core call in a greenlet (greenlet_spawn)
+over the async driver (psycopg). Why not sqlalchemy.ext.asyncio itself: its package imports the ORM
+(AsyncSession), 41 more modules and 6 MB the agent would keep for good without ever using them
+(bench/agent_footprint.py).
+
+SQLite (ThreadedEngine) has no async driver underneath: SQLAlchemy's sync Core runs over the standard
+sqlite3 module on one worker thread of the engine's own, one hop to that thread per call (a statement,
+connect + BEGIN, COMMIT + close). aiosqlite took about 7 hops to its thread per statement (cursor,
+execute, description, fetch, close, …) plus the greenlet's switches, which made the SQL store a third
+of the agent's CPU. The rows of a statement are fetched on the worker (_BufferedCursor), so the
+result is read in the event loop without touching SQLite.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, TypeVarTuple, overload
 
@@ -63,10 +74,11 @@ async def _to_completion(coro: Coroutine[Any, Any, _T]) -> _T:
 class AsyncConnection:
     """One pooled connection; `async with engine.connect()` / `engine.begin()` hand these out."""
 
-    __slots__ = ("_sync",)
+    __slots__ = ("_engine", "_sync")
 
-    def __init__(self, sync: Connection) -> None:
+    def __init__(self, sync: Connection, engine: AsyncEngine) -> None:
         self._sync = sync
+        self._engine = engine
 
     @property
     def sync_connection(self) -> Connection:
@@ -87,24 +99,25 @@ class AsyncConnection:
     async def execute(self, statement: Executable, parameters: Params = None
                       ) -> CursorResult[*TupleAny]:
         """The statement's result, rows already fetched (the async drivers buffer them)."""
-        result: CursorResult[*TupleAny] = await greenlet_spawn(
-            self._sync.execute, statement, parameters, _require_await=True)
+        result: CursorResult[*TupleAny] = await self._engine.call_statement(
+            self._sync.execute, statement, parameters)
         return result
 
     async def exec_driver_sql(self, statement: str, parameters: _DBAPIAnyExecuteParams | None = None
                               ) -> CursorResult[*TupleAny]:
-        result: CursorResult[*TupleAny] = await greenlet_spawn(
-            self._sync.exec_driver_sql, statement, parameters, _require_await=True)
+        result: CursorResult[*TupleAny] = await self._engine.call_statement(
+            self._sync.exec_driver_sql, statement, parameters)
         return result
 
     async def execution_options(self, **options: Any) -> AsyncConnection:
-        await greenlet_spawn(self._sync.execution_options, **options)
+        await self._engine.call_local(self._sync.execution_options, **options)
         return self
 
     async def run_sync(self, fn: Callable[Concatenate[Connection, _P], _T], *args: _P.args,
                        **kwargs: _P.kwargs) -> _T:
-        """fn(sync Connection, …) in a greenlet: sync SQLAlchemy code (Alembic) over this connection."""
-        return await greenlet_spawn(fn, self._sync, *args, _require_await=False, **kwargs)
+        """fn(sync Connection, …) where the driver runs (a greenlet, SQLite's worker thread): sync
+        SQLAlchemy code (Alembic) over this connection."""
+        return await self._engine.call_sync(fn, self._sync, *args, **kwargs)
 
 
 class AsyncEngine:
@@ -117,6 +130,22 @@ class AsyncEngine:
             raise InvalidRequestError(f"{sync_engine.dialect.driver!r} is not an async driver")
         self.sync_engine = sync_engine
 
+    async def call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """A sync Core call (connect, begin, close, dispose)."""
+        return await greenlet_spawn(fn, *args, **kwargs)
+
+    async def call_statement(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """A sync Core call that runs a statement: with an async driver, it must have awaited it."""
+        return await greenlet_spawn(fn, *args, _require_await=True, **kwargs)
+
+    async def call_sync(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """Sync code that may or may not talk to the database (run_sync)."""
+        return await greenlet_spawn(fn, *args, _require_await=False, **kwargs)
+
+    async def call_local(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """A call that sets state on the connection without talking to the database (options)."""
+        return await self.call_sync(fn, *args, **kwargs)
+
     @property
     def dialect(self) -> Dialect:
         return self.sync_engine.dialect
@@ -127,27 +156,137 @@ class AsyncEngine:
 
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[AsyncConnection]:
-        sync = await greenlet_spawn(self.sync_engine.connect)
+        sync = await self.call(self.sync_engine.connect)
         try:
-            yield AsyncConnection(sync)
+            yield AsyncConnection(sync, self)
         finally:
-            await _to_completion(greenlet_spawn(sync.close))
+            await _to_completion(self.call(sync.close))
 
     @asynccontextmanager
     async def begin(self) -> AsyncIterator[AsyncConnection]:
         """A connection in a transaction: committed when the block ends, rolled back if it raises."""
         async with self.connect() as conn:
-            trans = await greenlet_spawn(conn.sync_connection.begin)
+            trans = await self.call(conn.sync_connection.begin)
             trans.__enter__()
             try:
                 yield conn
             except BaseException as exc:
-                await greenlet_spawn(trans.__exit__, type(exc), exc, exc.__traceback__)
+                await self.call(trans.__exit__, type(exc), exc, exc.__traceback__)
                 raise
-            await greenlet_spawn(trans.__exit__, None, None, None)
+            await self.call(trans.__exit__, None, None, None)
 
     async def dispose(self) -> None:
-        await greenlet_spawn(self.sync_engine.dispose)
+        await self.call(self.sync_engine.dispose)
+
+
+class _BufferedCursor(sqlite3.Cursor):
+    """Fetches a statement's rows where it runs (the engine's worker thread), so the result is read
+    in the event loop from this buffer, as from an async driver's cursor, without touching SQLite."""
+
+    _rows: deque[Any]
+
+    def execute(self, sql: str, parameters: Any = (), /) -> _BufferedCursor:
+        super().execute(sql, parameters)
+        self._rows = deque(super().fetchall()) if self.description is not None else deque()
+        return self
+
+    def executemany(self, sql: str, seq_of_parameters: Any, /) -> _BufferedCursor:
+        super().executemany(sql, seq_of_parameters)
+        self._rows = deque()
+        return self
+
+    def fetchone(self) -> Any:
+        return self._rows.popleft() if self._rows else None
+
+    def fetchmany(self, size: int | None = None) -> list[Any]:
+        n = self.arraysize if size is None else size
+        return [self._rows.popleft() for _ in range(min(n, len(self._rows)))]
+
+    def fetchall(self) -> list[Any]:
+        rows = list(self._rows)
+        self._rows.clear()
+        return rows
+
+    def close(self) -> None:
+        # the statement was run to its end (and so reset) in execute(); nothing of SQLite's is held
+        self._rows = deque()
+
+
+class _BufferedConnection(sqlite3.Connection):
+    def cursor(self, factory: Any = _BufferedCursor) -> Any:
+        return super().cursor(factory)
+
+
+class ThreadedEngine(AsyncEngine):
+    """A sync Core Engine on the sqlite3 module, every call on one worker thread of its own (which
+    dispose() ends; the next call starts another)."""
+
+    __slots__ = ("_worker",)
+
+    def __init__(self, sync_engine: Engine) -> None:
+        self.sync_engine = sync_engine
+        self._worker: ThreadPoolExecutor | None = None
+
+    async def call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(1, thread_name_prefix="netprobe-sqlite")
+        loop = asyncio.get_running_loop()
+        if kwargs:
+            return await loop.run_in_executor(self._worker, lambda: fn(*args, **kwargs))
+        return await loop.run_in_executor(self._worker, fn, *args)
+
+    async def call_statement(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        return await self.call(fn, *args, **kwargs)
+
+    async def call_sync(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        return await self.call(fn, *args, **kwargs)
+
+    async def call_local(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        # no hop: the connection is idle on the worker (a call on it is awaited before the next)
+        return fn(*args, **kwargs)
+
+    @asynccontextmanager
+    async def begin(self) -> AsyncIterator[AsyncConnection]:
+        """As AsyncEngine.begin, with one hop for connect + BEGIN and one for COMMIT + close."""
+        sync, trans = await self.call(_connect_begin, self.sync_engine)
+        try:
+            yield AsyncConnection(sync, self)
+        except BaseException as exc:
+            await _to_completion(self.call(_end, sync, trans, exc))
+            raise
+        await _to_completion(self.call(_end, sync, trans, None))
+
+    async def dispose(self) -> None:
+        worker, self._worker = self._worker, None
+        if worker is None:
+            self.sync_engine.dispose()
+            return
+        try:
+            await asyncio.get_running_loop().run_in_executor(worker, self.sync_engine.dispose)
+        finally:
+            worker.shutdown(wait=False)
+
+
+def _connect_begin(engine: Engine) -> tuple[Connection, Any]:
+    sync = engine.connect()
+    try:
+        trans = sync.begin()
+        trans.__enter__()
+    except BaseException:
+        sync.close()
+        raise
+    return sync, trans
+
+
+def _end(sync: Connection, trans: Any, exc: BaseException | None) -> None:
+    """Commit (or, with `exc`, roll back) and hand the connection back to the pool."""
+    try:
+        if exc is None:
+            trans.__exit__(None, None, None)
+        else:
+            trans.__exit__(type(exc), exc, exc.__traceback__)
+    finally:
+        sync.close()
 
 
 def upsert(dialect: str, table: Table) -> Any:
@@ -177,7 +316,10 @@ def create_engine(url: URL) -> AsyncEngine:
 
 def _sqlite_engine(url: URL) -> AsyncEngine:
     path = sqlite_path(url)
-    kwargs: dict[str, Any] = {"connect_args": {"timeout": BUSY_TIMEOUT_MS / 1000}}
+    # check_same_thread off: the pool's connections live on the worker thread, but a connection the
+    # garbage collector or the pool finalises elsewhere must not raise
+    kwargs: dict[str, Any] = {"connect_args": {"timeout": BUSY_TIMEOUT_MS / 1000, "check_same_thread": False,
+                                               "factory": _BufferedConnection}}
     if path is None:
         kwargs["poolclass"] = StaticPool       # one shared in-memory database
     else:
@@ -185,7 +327,7 @@ def _sqlite_engine(url: URL) -> AsyncEngine:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StorageError(f"cannot create the directory for {path}: {exc.strerror or exc}") from None
-    engine = create_async_engine(url, **kwargs)
+    engine = ThreadedEngine(_sync_engine(url, **kwargs))
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:

@@ -207,7 +207,7 @@ class Agent:
 
     async def _exporter(self, pipeline: Pipeline, uplink: Uplink | None,
                         alerts: Alerting | None) -> tuple[Any, Any]:
-        """The Prometheus exporter when [metrics] listen is set: (Metrics, its aiohttp runner)."""
+        """The Prometheus exporter when [metrics] listen is set: (Metrics, its HTTP Exporter)."""
         address = self.config.metrics.address()
         if address is None:
             return None, None
@@ -220,12 +220,12 @@ class Agent:
 
             metrics.registry.register(AlertsCollector(alerts))
         try:
-            runner = await serve(metrics, *address)
+            exporter = await serve(metrics, *address)
         except OSError as exc:
             raise SetupError(f"metrics.listen {self.config.metrics.listen}: {exc.strerror or exc}") from None
         log_event(log, "info", "metrics exporter listening",
                   url=f"http://{self.config.metrics.listen}/metrics")
-        return metrics, runner
+        return metrics, exporter
 
     def _enrich(self, ctx: ProbeContext, old: Config | None) -> None:
         """GeoIP readers and line rules for mtr; databases reopened only when their paths change."""

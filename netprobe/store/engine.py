@@ -305,16 +305,17 @@ def create_async_engine(url: URL, **kwargs: Any) -> AsyncEngine:
     return AsyncEngine(_sync_engine(url, _is_async=True, **kwargs))
 
 
-def create_engine(url: URL) -> AsyncEngine:
+def create_engine(url: URL, *, sqlite_cache_kib: int | None = None) -> AsyncEngine:
+    """`sqlite_cache_kib`: each SQLite connection's page cache (SQLite's default is 2,000 KiB)."""
     if url.get_backend_name() == "sqlite":
-        return _sqlite_engine(url)
+        return _sqlite_engine(url, sqlite_cache_kib)
     # without a connect timeout an unreachable server hangs the agent/CLI for minutes
     connect_args = {} if "connect_timeout" in url.query else {"connect_timeout": 10}
     return create_async_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5,
                                connect_args=connect_args)
 
 
-def _sqlite_engine(url: URL) -> AsyncEngine:
+def _sqlite_engine(url: URL, cache_kib: int | None = None) -> AsyncEngine:
     path = sqlite_path(url)
     # check_same_thread off: the pool's connections live on the worker thread, but a connection the
     # garbage collector or the pool finalises elsewhere must not raise
@@ -334,8 +335,11 @@ def _sqlite_engine(url: URL) -> AsyncEngine:
         # take over BEGIN ourselves (below); the driver's implicit BEGIN cannot be made IMMEDIATE
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
-        for pragma in ("journal_mode=WAL", f"busy_timeout={BUSY_TIMEOUT_MS}", "foreign_keys=ON",
-                       "synchronous=NORMAL"):
+        pragmas = ["journal_mode=WAL", f"busy_timeout={BUSY_TIMEOUT_MS}", "foreign_keys=ON",
+                   "synchronous=NORMAL"]
+        if cache_kib is not None:
+            pragmas.append(f"cache_size=-{int(cache_kib)}")
+        for pragma in pragmas:
             cur.execute(f"PRAGMA {pragma}")
         cur.close()
 

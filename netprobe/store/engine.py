@@ -7,20 +7,23 @@ over the async driver (psycopg). Why not sqlalchemy.ext.asyncio itself: its pack
 (bench/agent_footprint.py).
 
 SQLite (ThreadedEngine) has no async driver underneath: SQLAlchemy's sync Core runs over the standard
-sqlite3 module on one worker thread of the engine's own, one hop to that thread per call (a statement,
-connect + BEGIN, COMMIT + close). aiosqlite took about 7 hops to its thread per statement (cursor,
-execute, description, fetch, close, …) plus the greenlet's switches, which made the SQL store a third
-of the agent's CPU. The rows of a statement are fetched on the worker (_BufferedCursor), so the
-result is read in the event loop without touching SQLite.
+sqlite3 module, each checked-out connection's calls on a worker thread it has meanwhile, one hop to
+that thread per call (a statement, connect + BEGIN, COMMIT + close). aiosqlite took about 7 hops to
+its thread per statement (cursor, execute, description, fetch, close, …) plus the greenlet's switches,
+which made the SQL store a third of the agent's CPU. The rows of a statement are fetched on the worker
+(_BufferedCursor), so the result is read in the event loop without touching SQLite.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
+import queue
 import sqlite3
+import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, TypeVarTuple, overload
 
@@ -76,9 +79,9 @@ class AsyncConnection:
 
     __slots__ = ("_engine", "_sync")
 
-    def __init__(self, sync: Connection, engine: AsyncEngine) -> None:
+    def __init__(self, sync: Connection, engine: AsyncEngine | _Worker) -> None:
         self._sync = sync
-        self._engine = engine
+        self._engine = engine       # what runs its calls: the engine (greenlets) or a SQLite worker
 
     @property
     def sync_connection(self) -> Connection:
@@ -217,23 +220,92 @@ class _BufferedConnection(sqlite3.Connection):
         return super().cursor(factory)
 
 
-class ThreadedEngine(AsyncEngine):
-    """A sync Core Engine on the sqlite3 module, every call on one worker thread of its own (which
-    dispose() ends; the next call starts another)."""
+class _Worker:
+    """A thread running calls in order: the calls of one checked-out connection (ThreadedEngine).
 
-    __slots__ = ("_worker",)
+    A connection of its own per thread, as aiosqlite had: a statement waiting in SQLite's busy handler
+    (another connection of this process holds the write lock) blocks its own thread, not the calls
+    of the connection that holds the lock and would release it."""
+
+    __slots__ = ("_jobs",)
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[asyncio.AbstractEventLoop, asyncio.Future[Any],
+                                            Callable[..., Any], tuple[Any, ...]] | None] = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="netprobe-sqlite", daemon=True).start()
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            loop, fut, fn, args = job
+            del job
+            try:
+                result = fn(*args)
+            except BaseException as exc:  # handed to the awaiting task
+                _settle(loop, fut, None, exc)
+            else:
+                _settle(loop, fut, result, None)
+            del loop, fut, fn, args
+
+    def stop(self) -> None:
+        self._jobs.put(None)
+
+    async def call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[_T] = loop.create_future()
+        self._jobs.put((loop, fut, functools.partial(fn, **kwargs) if kwargs else fn, args))
+        return await fut
+
+    call_statement = call
+    call_sync = call
+
+    async def call_local(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        # no hop: the connection is idle (each call on it is awaited before the next)
+        return fn(*args, **kwargs)
+
+
+def _settle(loop: asyncio.AbstractEventLoop, fut: asyncio.Future[Any], result: Any,
+            exc: BaseException | None) -> None:
+    def settle() -> None:
+        if fut.cancelled():
+            return
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(result)
+
+    try:
+        loop.call_soon_threadsafe(settle)
+    except RuntimeError:  # the loop is closed: nobody awaits this any more
+        pass
+
+
+class ThreadedEngine(AsyncEngine):
+    """A sync Core Engine on the sqlite3 module. A connection's calls run on a worker thread it has
+    while it is checked out (_Worker); idle workers are kept for the next connection."""
+
+    __slots__ = ("_idle",)
+
+    IDLE_WORKERS = 2
 
     def __init__(self, sync_engine: Engine) -> None:
         self.sync_engine = sync_engine
-        self._worker: ThreadPoolExecutor | None = None
+        self._idle: list[_Worker] = []
+
+    def _take(self) -> _Worker:
+        return self._idle.pop() if self._idle else _Worker()
+
+    def _give(self, worker: _Worker) -> None:
+        if len(self._idle) < self.IDLE_WORKERS:
+            self._idle.append(worker)
+        else:
+            worker.stop()
 
     async def call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-        if self._worker is None:
-            self._worker = ThreadPoolExecutor(1, thread_name_prefix="netprobe-sqlite")
-        loop = asyncio.get_running_loop()
-        if kwargs:
-            return await loop.run_in_executor(self._worker, lambda: fn(*args, **kwargs))
-        return await loop.run_in_executor(self._worker, fn, *args)
+        worker = self._take()
+        try:
+            return await _to_completion(worker.call(fn, *args, **kwargs))
+        finally:
+            self._give(worker)
 
     async def call_statement(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         return await self.call(fn, *args, **kwargs)
@@ -242,29 +314,69 @@ class ThreadedEngine(AsyncEngine):
         return await self.call(fn, *args, **kwargs)
 
     async def call_local(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-        # no hop: the connection is idle on the worker (a call on it is awaited before the next)
         return fn(*args, **kwargs)
+
+    async def _open(self, worker: _Worker, fn: Callable[[Engine], _T]) -> _T:
+        """fn(engine) on `worker`: a connection checked out (and maybe begun). Cancelled meanwhile,
+        the connection is closed once the worker has opened it, and the cancellation goes on."""
+        opened: list[Any] = []
+
+        def open_() -> _T:
+            value = fn(self.sync_engine)
+            opened.append(value)
+            return value
+
+        try:
+            return await worker.call(open_)
+        except asyncio.CancelledError:
+            worker._jobs.put((asyncio.get_running_loop(), asyncio.get_running_loop().create_future(),
+                              _close_opened, (opened,)))     # after open_, whenever it finishes
+            self._give(worker)
+            raise
+        except BaseException:
+            self._give(worker)
+            raise
+
+    @asynccontextmanager
+    async def connect(self) -> AsyncIterator[AsyncConnection]:
+        worker = self._take()
+        sync = await self._open(worker, Engine.connect)
+        try:
+            yield AsyncConnection(sync, worker)
+        finally:
+            try:
+                await _to_completion(worker.call(sync.close))
+            finally:
+                self._give(worker)
 
     @asynccontextmanager
     async def begin(self) -> AsyncIterator[AsyncConnection]:
         """As AsyncEngine.begin, with one hop for connect + BEGIN and one for COMMIT + close."""
-        sync, trans = await self.call(_connect_begin, self.sync_engine)
+        worker = self._take()
+        sync, trans = await self._open(worker, _connect_begin)
         try:
-            yield AsyncConnection(sync, self)
-        except BaseException as exc:
-            await _to_completion(self.call(_end, sync, trans, exc))
-            raise
-        await _to_completion(self.call(_end, sync, trans, None))
+            try:
+                yield AsyncConnection(sync, worker)
+            except BaseException as exc:
+                await _to_completion(worker.call(_end, sync, trans, exc))
+                raise
+            await _to_completion(worker.call(_end, sync, trans, None))
+        finally:
+            self._give(worker)
 
     async def dispose(self) -> None:
-        worker, self._worker = self._worker, None
-        if worker is None:
-            self.sync_engine.dispose()
-            return
         try:
-            await asyncio.get_running_loop().run_in_executor(worker, self.sync_engine.dispose)
+            await self.call(self.sync_engine.dispose)
         finally:
-            worker.shutdown(wait=False)
+            idle, self._idle = self._idle, []
+            for worker in idle:
+                worker.stop()
+
+
+def _close_opened(opened: list[Any]) -> None:
+    for value in opened:
+        with contextlib.suppress(Exception):   # nobody is left to tell
+            (value[0] if isinstance(value, tuple) else value).close()
 
 
 def _connect_begin(engine: Engine) -> tuple[Connection, Any]:

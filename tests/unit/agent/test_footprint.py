@@ -22,6 +22,10 @@ NOT_IMPORTED = ("alembic", "mako", "pygments", "rich", "geoip2", "maxminddb", "i
                 "netprobe.agent.summary",
                 # a plain `agent run --config FILE` is dispatched without building the typer tree
                 "typer", "click", "netprobe.agent.cli",
+                # SQLite through sqlite3 on worker threads (netprobe.store.engine.ThreadedEngine)
+                "aiosqlite", "greenlet",
+                # the wire validator: the agent stores its own rounds, typed by construction
+                "netprobe.store.wire",
                 # the ORM and sqlalchemy.ext.asyncio (which imports it): netprobe.store.engine has its own
                 # thin async engine over Core
                 "sqlalchemy.orm", "sqlalchemy.ext.asyncio",

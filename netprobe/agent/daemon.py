@@ -222,7 +222,7 @@ class Agent:
         if alerts is not None:
             from netprobe.alerts.metrics import AlertsCollector
 
-            metrics.registry.register(AlertsCollector(alerts))
+            metrics.register(AlertsCollector(alerts))
         try:
             exporter = await serve(metrics, *address)
         except OSError as exc:

@@ -10,19 +10,21 @@ from __future__ import annotations
 import asyncio
 import bisect
 import math
+import os
+import sys
 import time
-from collections.abc import Callable, Iterator
-from typing import Any, cast
-
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client import metrics as prometheus_metrics
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.registry import Collector
-from prometheus_client.utils import floatToGoString
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from netprobe.probes.base import ProbeTarget
-from netprobe.sinks.metrics import SinkCollector, SinkStats
+from netprobe.sinks.metrics import Family, SinkStats, sink_families
 from netprobe.store.envelopes import Envelope
+
+if TYPE_CHECKING:
+    from prometheus_client.registry import Collector, CollectorRegistry
+
+# prometheus_client's CONTENT_TYPE_LATEST (0.26): the text exposition format
+CONTENT_TYPE = "text/plain; version=1.0.0; charset=utf-8"
 
 # 1 ms … 1 s: the span of a route's RTT (loopback to trans-Pacific 163 at peak), denser where lines differ
 RTT_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.1, 0.13, 0.16, 0.2, 0.25,
@@ -30,37 +32,52 @@ RTT_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.
 LABELS = ("target", "probe", "datacenter", "line")
 
 
-class _UplinkCollector(Collector):
+def _uplink_families(s: Any) -> list[Family]:
     """The outbox and the uplink's counters (netprobe.agent.uplink.UplinkStats), read when scraped."""
-
-    def __init__(self, stats: Callable[[], Any]) -> None:
-        self._stats = stats
-
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        s = self._stats()
-        yield GaugeMetricFamily("netprobe_outbox_depth", "Rounds waiting in the outbox for the collector",
-                                value=s.depth)
-        yield CounterMetricFamily("netprobe_outbox_dropped", "Oldest rounds dropped at the outbox cap",
-                                  value=s.dropped)
-        sent = CounterMetricFamily("netprobe_uplink_results", "Rounds the collector acknowledged",
-                                   labels=["outcome"])
-        sent.add_metric(["accepted"], s.sent)
-        sent.add_metric(["duplicate"], s.duplicates)
-        yield sent
-        yield CounterMetricFamily("netprobe_uplink_rejected", "Rounds the collector refused (parked, kept)",
-                                  value=s.rejected)
-        errors = CounterMetricFamily("netprobe_uplink_errors", "Failed upload attempts by kind",
-                                     labels=["kind"])
-        for kind, n in sorted(s.failures.items()):
-            errors.add_metric([kind], n)
-        yield errors
-        yield GaugeMetricFamily("netprobe_uplink_last_success_timestamp_seconds",
-                                "Unix time of the last acknowledged upload (0: none yet)",
-                                value=s.last_success)
+    return [
+        ("netprobe_outbox_depth", "Rounds waiting in the outbox for the collector", "gauge", (),
+         [((), s.depth)]),
+        ("netprobe_outbox_dropped", "Oldest rounds dropped at the outbox cap", "counter", (),
+         [((), s.dropped)]),
+        ("netprobe_uplink_results", "Rounds the collector acknowledged", "counter", ("outcome",),
+         [(("accepted",), s.sent), (("duplicate",), s.duplicates)]),
+        ("netprobe_uplink_rejected", "Rounds the collector refused (parked, kept)", "counter", (),
+         [((), s.rejected)]),
+        ("netprobe_uplink_errors", "Failed upload attempts by kind", "counter", ("kind",),
+         [((kind,), n) for kind, n in sorted(s.failures.items())]),
+        ("netprobe_uplink_last_success_timestamp_seconds",
+         "Unix time of the last acknowledged upload (0: none yet)", "gauge", (), [((), s.last_success)]),
+    ]
 
 
-# a number as prometheus_client writes it (Go's float formatting)
-_go = cast(Callable[[float], str], floatToGoString)
+def _go(d: float) -> str:
+    """A number as prometheus_client writes it (its floatToGoString: Go's float formatting)."""
+    d = float(d)
+    if d == math.inf:
+        return "+Inf"
+    if d == -math.inf:
+        return "-Inf"
+    if math.isnan(d):
+        return "NaN"
+    s = repr(d)
+    dot = s.find(".")
+    if d > 0 and dot > 6:         # Go switches to exponents sooner than Python
+        mantissa = f"{s[0]}.{s[1:dot]}{s[dot + 1:]}".rstrip("0.")
+        return f"{mantissa}e+{dot - 1:02d}"
+    return s
+
+
+def _render(out: list[str], family: Family) -> None:
+    """A family read when scraped, as prometheus_client writes a custom collector's GaugeMetricFamily
+    or CounterMetricFamily (without _created)."""
+    name, doc, kind, labelnames, samples = family
+    if kind == "counter":
+        name += "_total"
+    doc = doc.replace("\\", r"\\").replace("\n", r"\n")
+    out.append(f"# HELP {name} {doc}\n# TYPE {name} {kind}\n")
+    for labels, value in samples:
+        lab = _labels(labelnames, tuple(str(v) for v in labels)) if labelnames else ""
+        out.append(f"{name}{lab} {_go(value)}\n")
 
 
 def _escape(value: str) -> str:
@@ -74,9 +91,12 @@ def _labels(names: tuple[str, ...], values: tuple[str, ...]) -> str:
 
 
 def _created_enabled() -> bool:
-    """prometheus_client's switch for `_created` series (PROMETHEUS_DISABLE_CREATED_SERIES,
-    disable_created_metrics()), read when scraped as it reads it."""
-    return bool(getattr(prometheus_metrics, "_use_created", True))
+    """prometheus_client's switch for `_created` series: its module's, when something in this process
+    imported it (disable_created_metrics()), else PROMETHEUS_DISABLE_CREATED_SERIES as it reads it."""
+    loaded = sys.modules.get("prometheus_client.metrics")
+    if loaded is not None:
+        return bool(getattr(loaded, "_use_created", True))
+    return os.environ.get("PROMETHEUS_DISABLE_CREATED_SERIES", "False").lower() not in ("true", "1", "t")
 
 
 class _Family:
@@ -182,15 +202,18 @@ class _Histograms(_Family):
 
 
 class Metrics:
-    """The per-target families are netprobe's own (_Histograms, _Gauges, _Counters), written in
-    prometheus_client's text exposition format byte for byte (tests/unit/agent/test_metrics.py
-    compares the two); the rest (sinks, uplink, alerts) are prometheus_client collectors in
-    `registry`, written after them."""
+    """Every family is written here in prometheus_client's text exposition format, byte for byte
+    (tests/unit/agent/test_metrics.py compares the two), without prometheus_client, which the daemon
+    would otherwise keep in memory (30 modules, with http.server and wsgiref; ~0.8 MB). The
+    per-target families (_Histograms, _Gauges, _Counters) are kept here, the sinks' and the
+    uplink's are read when scraped. Collectors added with register() (the alerts') are
+    prometheus_client's, written last."""
 
     def __init__(self, sink_stats: SinkStats | None = None,
                  uplink_stats: Callable[[], Any] | None = None) -> None:
-        self.registry = CollectorRegistry()
-        r = self.registry
+        self._sink_stats = sink_stats
+        self._uplink_stats = uplink_stats
+        self._registry: CollectorRegistry | None = None
         self.rtt = _Histograms("netprobe_rtt_seconds", "Round-trip times of every answered request "
                                "(icmp, tcp connect, mtr destination) and sse first-event times", LABELS,
                                RTT_BUCKETS)
@@ -202,10 +225,14 @@ class Metrics:
                             LABELS)
         self._families: tuple[_Histograms | _Gauges | _Counters, ...] = (
             self.rtt, self.loss, self.jitter, self.rounds, self.errors, self.last)
-        if sink_stats is not None:
-            r.register(SinkCollector(sink_stats, "netprobe_"))
-        if uplink_stats is not None:
-            r.register(_UplinkCollector(uplink_stats))
+
+    def register(self, collector: Collector) -> None:
+        """A prometheus_client collector, written after the agent's own families."""
+        if self._registry is None:
+            from prometheus_client import CollectorRegistry
+
+            self._registry = CollectorRegistry()
+        self._registry.register(collector)
 
     def observe(self, target: ProbeTarget, env: Envelope) -> None:
         """One round of this agent's (the envelope it stores and uploads)."""
@@ -228,7 +255,17 @@ class Metrics:
         created = _created_enabled()
         for family in self._families:
             family.render(out, created)
-        return "".join(out).encode() + generate_latest(self.registry)
+        fixed = sink_families(self._sink_stats(), "netprobe_") if self._sink_stats is not None else []
+        if self._uplink_stats is not None:
+            fixed += _uplink_families(self._uplink_stats())
+        for fixed_family in fixed:
+            _render(out, fixed_family)
+        text = "".join(out).encode()
+        if self._registry is not None:
+            from prometheus_client import generate_latest
+
+            text += generate_latest(self._registry)
+        return text
 
 
 class Exporter:
@@ -274,7 +311,7 @@ class Exporter:
         if method not in (b"GET", b"HEAD"):
             return _response(405, b"Method Not Allowed", b"405: Method Not Allowed", b"Allow: GET, HEAD\r\n")
         body = self._metrics.text()
-        return _response(200, b"OK", body, content_type=CONTENT_TYPE_LATEST.encode(),
+        return _response(200, b"OK", body, content_type=CONTENT_TYPE.encode(),
                          head_only=method == b"HEAD")
 
     async def cleanup(self) -> None:

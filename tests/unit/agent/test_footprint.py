@@ -24,6 +24,8 @@ NOT_IMPORTED = ("alembic", "mako", "pygments", "rich", "geoip2", "maxminddb", "i
                 "typer", "click", "netprobe.agent.cli",
                 # SQLite through sqlite3 on worker threads (netprobe.store.engine.ThreadedEngine)
                 "aiosqlite", "greenlet",
+                # the exporter writes its text itself (prometheus_client only with [alerts])
+                "prometheus_client",
                 # the wire validator: the agent stores its own rounds, typed by construction
                 "netprobe.store.wire",
                 # the ORM and sqlalchemy.ext.asyncio (which imports it): netprobe.store.engine has its own

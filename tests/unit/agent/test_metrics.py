@@ -4,7 +4,10 @@ Histogram, Gauge and Counter wrote for the same rounds (the exporter before), _c
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
@@ -19,15 +22,55 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client import metrics as prometheus_metrics
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
-from netprobe.agent.metrics import LABELS, RTT_BUCKETS, Metrics
-from netprobe.sinks.metrics import SinkCollector
+from netprobe.agent.metrics import CONTENT_TYPE, LABELS, RTT_BUCKETS, Metrics, _go
+from netprobe.agent.uplink import UplinkStats
+from netprobe.sinks.prometheus import SinkCollector
+
+
+class UplinkCollector(Collector):
+    """The uplink's families as they were, a prometheus_client collector."""
+
+    def __init__(self, stats: Any) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        s = self._stats()
+        yield GaugeMetricFamily("netprobe_outbox_depth", "Rounds waiting in the outbox for the collector",
+                                value=s.depth)
+        yield CounterMetricFamily("netprobe_outbox_dropped", "Oldest rounds dropped at the outbox cap",
+                                  value=s.dropped)
+        sent = CounterMetricFamily("netprobe_uplink_results", "Rounds the collector acknowledged",
+                                   labels=["outcome"])
+        sent.add_metric(["accepted"], s.sent)
+        sent.add_metric(["duplicate"], s.duplicates)
+        yield sent
+        yield CounterMetricFamily("netprobe_uplink_rejected", "Rounds the collector refused (parked, kept)",
+                                  value=s.rejected)
+        errors = CounterMetricFamily("netprobe_uplink_errors", "Failed upload attempts by kind",
+                                     labels=["kind"])
+        for kind, n in sorted(s.failures.items()):
+            errors.add_metric([kind], n)
+        yield errors
+        yield GaugeMetricFamily("netprobe_uplink_last_success_timestamp_seconds",
+                                "Unix time of the last acknowledged upload (0: none yet)",
+                                value=s.last_success)
+
+
+class Extra(Collector):
+    """A collector registered later (as the agent registers the alerts')."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily("netprobe_alerts_firing", "Alerts firing after the last evaluation", value=2)
 
 
 class Reference:
     """The exporter as it was, on prometheus_client's metric classes."""
 
-    def __init__(self, sink_stats: Any) -> None:
+    def __init__(self, sink_stats: Any, uplink_stats: Any) -> None:
         self.registry = r = CollectorRegistry()
         self.rtt = Histogram("netprobe_rtt_seconds", "Round-trip times of every answered request (icmp, tcp "
                              "connect, mtr destination) and sse first-event times", LABELS,
@@ -42,6 +85,7 @@ class Reference:
         self.last = Gauge("netprobe_last_round_timestamp_seconds", "Unix time the last round started",
                           LABELS, registry=r)
         r.register(SinkCollector(sink_stats, "netprobe_"))
+        r.register(UplinkCollector(uplink_stats))
 
     def observe(self, target: Any, env: Any) -> None:
         labels = (target.id, env.probe, target.datacenter, target.line)
@@ -85,15 +129,41 @@ def rounds(seed: int, n: int) -> list[tuple[Any, Any]]:
 def test_text_is_prometheus_clients(monkeypatch: pytest.MonkeyPatch, seed: int, created: bool) -> None:
     monkeypatch.setattr(time, "time", lambda: 1764681234.567891)       # the series' _created
     monkeypatch.setattr(prometheus_metrics, "_use_created", created)
-    stats = {"store": {"queued": 3, "dropped": 0, "failures": 1, "written": 99}}
-    mine, ref = Metrics(lambda: stats), Reference(lambda: stats)
+    stats = {"store": {"queued": 3, "dropped": 0, "failures": 1, "written": 99},
+             "influx": {"queued": 0, "dropped": 12345678, "failures": 0, "written": 5}}
+    uplink = UplinkStats(depth=7, sent=1_234_567, duplicates=2, failures={"timeout": 3, "http_503": 1},
+                         last_success=1764681234.5)
+    mine, ref = Metrics(lambda: stats, lambda: uplink), Reference(lambda: stats, lambda: uplink)
     assert mine.text() == generate_latest(ref.registry)               # no series yet
     for i, (target, env) in enumerate(rounds(seed, 400)):
         mine.observe(target, env)
         ref.observe(target, env)
         if i % 97 == 0:
+            uplink.sent += i
             assert mine.text() == generate_latest(ref.registry)
     assert mine.text() == generate_latest(ref.registry)
+    mine.register(Extra())
+    ref.registry.register(Extra())
+    assert mine.text() == generate_latest(ref.registry)
+
+
+def test_numbers_are_written_as_prometheus_client_writes_them() -> None:
+    rnd = random.Random(5)
+    values = [0.0, -0.0, 1.0, -1.0, 1e6, 999999.0, 1234567.0, 1e16, 1e-7, 0.1, 123456.789, float("inf"),
+              float("-inf"), float("nan"), -1234567.0, 2**53, *(rnd.uniform(-1e9, 1e9) for _ in range(200)),
+              *(rnd.expovariate(1e-3) for _ in range(200))]
+    assert [_go(v) for v in values] == [floatToGoString(v) for v in values]
+
+
+def test_content_type_is_prometheus_clients() -> None:
+    assert CONTENT_TYPE == CONTENT_TYPE_LATEST
+
+
+def test_the_agent_does_not_import_prometheus_client() -> None:
+    code = ("import sys, netprobe.agent.metrics as m; m.Metrics(lambda: {}, None).text(); "
+            "print(any(n.startswith('prometheus_client') for n in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "False"
 
 
 async def _ask(port: int, request: bytes) -> bytes:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any
-
-import typer
+from typing import TYPE_CHECKING, Any
 
 from netprobe.errors import ConfigError, NetprobeError
+
+if TYPE_CHECKING:
+    import typer
 
 HELP = "Route-quality monitor for LLM inference served across borders."
 
@@ -36,6 +37,8 @@ def _root() -> None:
 def build_app(only: str | None = None) -> typer.Typer:
     """The whole command tree, or just the group `only` names: `netprobe agent run` then does not
     import (and keep in memory for the daemon's lifetime) the lab, reports, collector, …"""
+    import typer
+
     app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, help=HELP)
     app.callback()(_root)  # a group even with one command in it: `netprobe target …` keeps its word
     for name, (module, attr, help_text) in _COMMANDS.items():
@@ -62,10 +65,22 @@ def _error(text: str, markup: bool = True) -> None:
     Console(stderr=True, soft_wrap=True).print(text, highlight=False, markup=markup)
 
 
+def _agent_run(args: list[str]) -> None:
+    """`netprobe agent run --config FILE [--duration S] [--summary]` without typer and click, which the
+    daemon would keep in memory for its lifetime (~3 MB); returns (to the typer tree) for anything else."""
+    from netprobe.agent.run import plain_args, run_agent
+
+    parsed = plain_args(args)
+    if parsed is not None:
+        sys.exit(run_agent(*parsed))
+
+
 def main() -> None:
     # The first word names the group; help, an unknown word or nothing at all get the whole tree.
     word = sys.argv[1] if len(sys.argv) > 1 else ""
     try:
+        if word == "agent" and sys.argv[2:3] == ["run"]:
+            _agent_run(sys.argv[3:])
         build_app(word if word in _COMMANDS else None)()
     except ConfigError as exc:
         where = f"{exc.source}: " if exc.source else ""

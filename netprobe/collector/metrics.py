@@ -12,7 +12,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from netprobe.sinks.metrics import SinkCollector, SinkStats
+from netprobe.sinks.metrics import SinkStats
+from netprobe.sinks.prometheus import SinkCollector
 
 REASONS = ("unauthorized", "forbidden", "bad_json", "bad_encoding", "bad_envelope", "too_large", "storage")
 # 1 ms … 30 s: one small batch on a local database up to a full batch on a busy one

@@ -11,7 +11,6 @@ from typing import Any
 from netprobe.errors import UsageError
 from netprobe.probes import REGISTRY
 from netprobe.probes.results import ProbeResult, envelope
-from netprobe.store import wire
 
 
 class EnvelopeError(UsageError):
@@ -58,6 +57,10 @@ def _real(value: float | None) -> float | None:
 
 def parse_envelope(data: Any, where: str = "envelope", text: str | None = None) -> Envelope:
     """`data` (parsed JSON) as an Envelope, or EnvelopeError naming `where` and every problem."""
+    # the validator's pydantic models (~1.3 MB) only where envelopes come in from outside: the agent
+    # stores its own rounds (envelope_of) and never loads them
+    from netprobe.store import wire
+
     probe = data.get("probe") if type(data) is dict else None
     spec = REGISTRY.get(probe) if type(probe) is str else None
     try:

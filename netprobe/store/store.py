@@ -817,13 +817,15 @@ class Store:
             yield conn
 
 
-async def open_store(url: str | None = None, *, upgrade: bool = True) -> Store:
+async def open_store(url: str | None = None, *, upgrade: bool = True,
+                     sqlite_cache_kib: int | None = None) -> Store:
     """Open (creating a SQLite file and its directory if needed) and migrate to the latest revision.
 
-    `url` None means the default SQLite database under state_dir().
+    `url` None means the default SQLite database under state_dir(). `sqlite_cache_kib`: the page cache
+    of each SQLite connection, when not SQLite's default (2,000 KiB).
     """
     target = normalise_url(url or default_db_url())
-    store = Store(create_engine(target), target)
+    store = Store(create_engine(target, sqlite_cache_kib=sqlite_cache_kib), target)
     if upgrade:
         try:
             await store.upgrade()

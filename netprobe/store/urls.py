@@ -1,4 +1,4 @@
-"""Database URLs: what users write → what the async engine needs, and where the default lives."""
+"""Database URLs: what users write → what the engine needs, and where the default lives."""
 
 from __future__ import annotations
 
@@ -41,14 +41,15 @@ def is_url(url: str) -> bool:
 
 
 def normalise_url(url: str) -> URL:
-    """Map any SQLite/PostgreSQL URL onto the async drivers netprobe ships (aiosqlite, psycopg 3)."""
+    """Map any SQLite/PostgreSQL URL onto the drivers netprobe uses: the standard library's sqlite3 (on the
+    engine's worker thread, netprobe.store.engine.ThreadedEngine) and psycopg 3's async connections."""
     try:
         parsed = make_url(url.strip())
     except ArgumentError:
         raise UsageError(f"not a database URL: {url!r} (expected sqlite:///PATH or postgresql://…)") from None
     backend = parsed.get_backend_name()
     if backend == "sqlite":
-        return parsed.set(drivername="sqlite+aiosqlite")
+        return parsed.set(drivername="sqlite+pysqlite")
     if backend in _PG_NAMES:
         return parsed.set(drivername="postgresql+psycopg")
     raise UsageError(f"unsupported database {backend!r} in {display_url(parsed)}: "

@@ -150,8 +150,8 @@ async def test_two_sqlite_writers_at_once_lose_nothing(tmp_path: Path) -> None:
 
 
 def test_urls_are_normalised_to_async_drivers() -> None:
-    assert str(normalise_url("sqlite:////abs/x.db")) == "sqlite+aiosqlite:////abs/x.db"
-    assert str(normalise_url("sqlite:///rel.db")) == "sqlite+aiosqlite:///rel.db"
+    assert str(normalise_url("sqlite:////abs/x.db")) == "sqlite+pysqlite:////abs/x.db"
+    assert str(normalise_url("sqlite:///rel.db")) == "sqlite+pysqlite:///rel.db"
     assert str(normalise_url("postgresql://u@h/db")) == "postgresql+psycopg://u@h/db"
     assert str(normalise_url("postgresql+psycopg://u@h/db")) == "postgresql+psycopg://u@h/db"
     assert str(normalise_url("postgres://u@h:5433/db")) == "postgresql+psycopg://u@h:5433/db"

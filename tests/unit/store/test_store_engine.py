@@ -56,3 +56,27 @@ async def test_a_cancelled_transaction_rolls_back_and_returns_its_connection(eng
     assert engine.sync_engine.pool.checkedout() == 0  # type: ignore[attr-defined]
     assert await rows(engine) == []
     await engine.dispose()
+
+
+async def test_a_writer_waiting_for_the_lock_does_not_stop_the_one_holding_it(engine: AsyncEngine) -> None:
+    """Each connection's calls have their own thread: the second writer waits in SQLite's busy handler
+    while the first runs its next statement and commits (one shared thread would wait out the busy
+    timeout, 30 s, and fail with `database is locked`)."""
+    holding = asyncio.Event()
+
+    async def first() -> None:
+        async with engine.begin() as conn:
+            await conn.execute(text("INSERT INTO t VALUES (1)"))
+            holding.set()
+            await asyncio.sleep(0.3)                   # the second writer is in BEGIN IMMEDIATE now
+            await conn.execute(text("INSERT INTO t VALUES (2)"))
+
+    async def second() -> None:
+        await holding.wait()
+        async with engine.begin() as conn:
+            await conn.execute(text("INSERT INTO t VALUES (3)"))
+
+    async with asyncio.timeout(10):
+        await asyncio.gather(first(), second())
+    assert await rows(engine) == [1, 2, 3]
+    await engine.dispose()

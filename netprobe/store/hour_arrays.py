@@ -19,11 +19,10 @@ import numpy.typing as npt
 import orjson
 
 from netprobe.store import sketch as sketches
-from netprobe.store.prefix import COUNTERS, SUMS_HEAD, SUMS_MAGIC, Extremes, ForeignSketch, Sums, extremes_of
+from netprobe.store.prefix import COUNTERS, SUMS_HEAD, SUMS_MAGIC, ForeignSketch, Sums, extremes_of
 
 F64 = npt.NDArray[np.float64]
 NC = len(COUNTERS)
-C = {name: i for i, name in enumerate(COUNTERS)}
 _INT_BINS = 1
 _MAPPING = sketches.new_sketch()._mapping
 _VALUE_CACHE: dict[int, float] = {}
@@ -84,10 +83,6 @@ def combine(a: F64, b: F64) -> F64:
     out[..., 2] = np.where(take_b, lb, la)
     out[..., 3] = np.where(take_b, b[..., 3], a[..., 3])
     return out
-
-
-def extremes_array(e: Extremes | None) -> F64:
-    return np.array([np.nan if v is None else float(v) for v in (e or [None] * 4)])
 
 
 # -- one agent's series of one probe -----------------------------------------------------------------
@@ -181,16 +176,22 @@ def _add_parts(a: HourArrays, series: list[int], parts: list[Part], sign: float)
     spans = np.stack([p.spans for p in parts]).astype(np.int64)       # [P, 24, 4]
     for col, into, lo, vals in ((0, a.pos, a.pos_lo, [p.pos for p in parts]),
                                 (2, a.neg, a.neg_lo, [p.neg for p in parts])):
-        lens = spans[:, :, col + 1].reshape(-1)
-        total = int(lens.sum())
-        if not total:
-            continue
         width = into.shape[2]
         base = ((idx[:, None] * 24 + np.arange(24)[None, :]) * width + spans[:, :, col] - lo).reshape(-1)
-        starts = np.cumsum(lens) - lens
-        flat_idx = np.repeat(base - starts, lens) + np.arange(total)
-        flat = into.reshape(-1)
-        flat[flat_idx] = op(flat[flat_idx], np.concatenate(vals))
+        _scatter(into, base, spans[:, :, col + 1].reshape(-1), vals, op)
+
+
+def _scatter(into: F64, base: npt.NDArray[np.int64], lens: npt.NDArray[np.int64], vals: Sequence[Any],
+             op: Any = np.add) -> None:
+    """Runs of bins into the flat array: run k (lens[k] values of vals[k]) starts at flat index
+    base[k]; all runs in one indexed step."""
+    total = int(lens.sum())
+    if not total:
+        return
+    starts = np.cumsum(lens) - lens
+    flat_idx = np.repeat(base - starts, lens) + np.arange(total)
+    flat = into.reshape(-1)
+    flat[flat_idx] = op(flat[flat_idx], np.concatenate([np.asarray(v, np.float64) for v in vals]))
 
 
 def _add_rows(a: HourArrays, rows: Sequence[tuple[int, int, Mapping[str, Any], _Bins | None]]) -> None:
@@ -221,11 +222,7 @@ def _add_rows(a: HourArrays, rows: Sequence[tuple[int, int, Mapping[str, Any], _
             lens = np.fromiter((len(v) for *_, v in spans), np.int64, len(spans))
             sel = np.fromiter((k for k, *_ in spans), np.intp, len(spans))
             offs = np.fromiter((off for _, off, _ in spans), np.int64, len(spans))
-            base = (ii[sel] * 24 + hh[sel]) * width + offs - lo
-            starts = np.cumsum(lens) - lens
-            flat_idx = np.repeat(base - starts, lens) + np.arange(int(lens.sum()))
-            flat = into.reshape(-1)
-            flat[flat_idx] += np.concatenate([np.asarray(v, np.float64) for *_, v in spans])
+            _scatter(into, (ii[sel] * 24 + hh[sel]) * width + offs - lo, lens, [v for *_, v in spans])
         for i, h, row, _ in part:
             if row.get("extras"):
                 for name, (total, n) in orjson.loads(row["extras"]).items():
@@ -311,9 +308,6 @@ class HourArrays:
         return Window(np.where(present, self.hours[sel][:, hs], 0).sum(axis=1), total(self.c),
                       total(self.zero), self.pos_lo, total(self.pos), self.neg_lo, total(self.neg),
                       {k: total(v) for k, v in self.extras.items()}, e)
-
-    def hour(self, h: int) -> Window:
-        return self.window((h,))
 
     def each_hour(self) -> Window:
         """Every (series, hour of day) as a window of its own, series-major (row i·24 + h): the

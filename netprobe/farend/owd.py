@@ -1,0 +1,173 @@
+"""The owd reflector (DESIGN §9): answers authenticated owd requests with its receive and send times
+and what it has seen of the session, from one UDP socket, with bounded memory and work.
+
+Bounds: at most `max_sessions` sessions (the least recently used goes first; one idle for
+`session_idle_s` is dropped when met), each a 2 KiB bitmap of the sequence numbers seen
+(seq < MAX_SEQ); per key a token bucket of `rate_pps` packets. Anything else is counted under
+its reason in `bad` and dropped, without a reply: a reply only ever answers an authentic request,
+and is exactly as large as it (packets.SIZE).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from netprobe.net import rxstamp
+from netprobe.owd import packets
+from netprobe.owd.packets import BadPacket, Kind, Packet
+
+MAX_SEQ = 16384
+
+
+@dataclass(slots=True)
+class _Session:
+    seen: bytearray = field(default_factory=lambda: bytearray(MAX_SEQ // 8))
+    received: int = 0
+    reordered: int = 0
+    duplicates: int = 0
+    top: int = -1
+    last: float = 0.0
+
+
+@dataclass(slots=True)
+class _Bucket:
+    tokens: float
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_sessions: int = 4096
+    session_idle_s: float = 120.0
+    rate_pps: float = 200.0          # per key: a round at 10 ms intervals is 100 pps
+    burst: float = 400.0
+
+
+class Reflector:
+    """`keys`: key id → owd key (packets.key_id / derive_key). Counters: `replies` and `bad`."""
+
+    def __init__(self, keys: Mapping[bytes, bytes], limits: Limits = Limits()) -> None:
+        self.keys = dict(keys)
+        self.limits = limits
+        self.sessions: OrderedDict[tuple[bytes, int], _Session] = OrderedDict()
+        self.buckets: dict[bytes, _Bucket] = {}
+        self.replies = 0
+        self.bad: Counter[str] = Counter()
+
+    def handle(self, data: bytes, t2: int, now: float) -> bytes | None:
+        """The reply to one datagram received at t2 (ns), or None (counted in `bad` if not valid)."""
+        try:
+            kid = packets.peek_key_id(data)
+            key = self.keys.get(kid)
+            if key is None:
+                raise BadPacket("key")
+            p = packets.decode(data, key)
+            if p.kind not in (Kind.REQUEST, Kind.STATUS):
+                raise BadPacket("kind")
+            if p.seq >= MAX_SEQ:
+                raise BadPacket("seq")
+            if not self._admit(kid, now):
+                raise BadPacket("rate")
+        except BadPacket as exc:
+            self.bad[exc.reason] += 1
+            return None
+        s = self._session(kid, p.session, now)
+        if p.kind is Kind.REQUEST:
+            byte, bit = divmod(p.seq, 8)
+            if s.seen[byte] >> bit & 1:
+                s.duplicates += 1       # not answered: a second reply would read as a return duplicate
+                return None
+            s.seen[byte] |= 1 << bit
+            s.received += 1
+            if p.seq < s.top:
+                s.reordered += 1
+            s.top = max(s.top, p.seq)
+        kind = Kind.REPLY if p.kind is Kind.REQUEST else Kind.STATUS_REPLY
+        self.replies += 1
+        return packets.encode(Packet(kind, kid, p.session, p.seq, p.t1, t2, time.time_ns(), s.received,
+                                     s.reordered, s.duplicates), key)
+
+    def _admit(self, kid: bytes, now: float) -> bool:
+        lim = self.limits
+        b = self.buckets.get(kid)
+        if b is None:
+            b = self.buckets[kid] = _Bucket(lim.burst, now)
+        b.tokens = min(lim.burst, b.tokens + (now - b.at) * lim.rate_pps)
+        b.at = now
+        if b.tokens < 1.0:
+            return False
+        b.tokens -= 1.0
+        return True
+
+    def _session(self, kid: bytes, session: int, now: float) -> _Session:
+        k = (kid, session)
+        s = self.sessions.get(k)
+        if s is not None and now - s.last > self.limits.session_idle_s:
+            s = None                    # an old session id come back: start afresh
+        if s is None:
+            s = self.sessions[k] = _Session()
+        self.sessions.move_to_end(k)
+        s.last = now
+        while len(self.sessions) > self.limits.max_sessions:
+            self.sessions.popitem(last=False)
+        while self.sessions:            # the idle ones at the old end
+            first = next(iter(self.sessions.values()))
+            if now - first.last <= self.limits.session_idle_s:
+                break
+            self.sessions.popitem(last=False)
+        return s
+
+
+class ReflectorSocket:
+    """The reflector on a bound UDP socket in the running loop; close() stops it."""
+
+    def __init__(self, reflector: Reflector, sock: socket.socket) -> None:
+        self.reflector = reflector
+        self.sock = sock
+        sock.setblocking(False)
+        rxstamp.enable(sock)
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(sock.fileno(), self._readable)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self.sock.getsockname()[:2]
+        return str(host), int(port)
+
+    def _readable(self) -> None:
+        for _ in range(64):             # then let the loop breathe
+            try:
+                data, anc, flags, addr = self.sock.recvmsg(packets.SIZE + 1, rxstamp.ANC_SPACE)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:             # an ICMP error for an earlier reply: nothing to do
+                continue
+            t2 = rxstamp.rx_ns(anc) or time.time_ns()
+            if flags & socket.MSG_TRUNC:
+                self.reflector.bad["size"] += 1
+                continue
+            reply = self.reflector.handle(data, t2, time.monotonic())
+            if reply is not None:
+                try:
+                    self.sock.sendto(reply, addr)
+                except OSError:         # the way back is down: the agent counts a return loss
+                    self.reflector.bad["send"] += 1
+
+    def close(self) -> None:
+        self._loop.remove_reader(self.sock.fileno())
+        self.sock.close()
+
+
+def bind(host: str, port: int) -> socket.socket:
+    info = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM, flags=socket.AI_PASSIVE)[0]
+    sock = socket.socket(info[0], socket.SOCK_DGRAM)
+    sock.bind(info[4])
+    return sock
+
+
+__all__ = ["MAX_SEQ", "Limits", "Reflector", "ReflectorSocket", "bind"]

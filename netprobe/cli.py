@@ -26,7 +26,7 @@ _COMMANDS: dict[str, tuple[str, str, str | None]] = {
     "budget": ("netprobe.budget.cli", "budget", None),
     "demo": ("netprobe.demo.cli", "demo", None),
     "diagnose": ("netprobe.diagnose.cli", "diagnose", None),
-    "target": ("netprobe.farend.cli", "target", None),  # `netprobe target --listen …`
+    "target": ("netprobe.farend.cli", "app", "The datacenter end: SSE emitter and owd reflector."),
 }
 
 

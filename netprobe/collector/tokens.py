@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import hmac
-import secrets
 from datetime import datetime, timedelta
 
 from netprobe.config.base import check_id
+from netprobe.config.secrets import hash_token, new_token
 from netprobe.errors import UsageError
 from netprobe.store import Store
 from netprobe.store.tokens import AgentToken, TokenTable
@@ -15,14 +14,6 @@ from netprobe.times import utc_now
 
 # last_used_at is a hint for operators, not an audit log: write it at most this often per agent.
 TOUCH_EVERY = timedelta(seconds=60)
-
-
-def new_token() -> str:
-    return secrets.token_urlsafe(32)   # 256 bits: a plain sha256 is enough, no slow hash needed
-
-
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
 def check_agent_id(agent_id: str) -> str:

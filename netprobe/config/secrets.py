@@ -3,7 +3,9 @@ One reader for every token and signing secret, so each fails the same way, namin
 
 from __future__ import annotations
 
+import hashlib
 import os
+import secrets
 from pathlib import Path
 
 from netprobe.errors import SetupError
@@ -32,3 +34,12 @@ def read_secret(where: str, *, inline: str = "", file: str = "", env: str = "") 
 
 def _key(where: str, kind: str) -> str:
     return f"secret_{kind}" if where.startswith("notifiers") else f"token_{kind}"
+
+
+def new_token() -> str:
+    """A per-agent bearer token (collector uplink, reflector): shown once, stored only hashed."""
+    return secrets.token_urlsafe(32)   # 256 bits: a plain sha256 is enough, no slow hash needed
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()

@@ -1,4 +1,5 @@
-"""`netprobe target --listen HOST:PORT [--api-key-file FILE]`."""
+"""`netprobe target --listen HOST:PORT [--api-key-file FILE] [--udp HOST:PORT --tokens FILE]`, and
+`netprobe target add-agent / revoke-agent AGENT_ID --tokens FILE` for the reflector's agents."""
 
 from __future__ import annotations
 
@@ -37,7 +38,15 @@ def read_api_key(path: Path) -> str:
     return key
 
 
+app = typer.Typer(invoke_without_command=True, no_args_is_help=False, add_completion=False,
+                  help="The datacenter end: SSE emitter, owd reflector (DESIGN §9); its agents' tokens.")
+TokensOption = typer.Option(..., "--tokens", metavar="FILE", help="the reflector's tokens file (JSON)")
+AgentArg = typer.Argument(..., metavar="AGENT_ID", help="the agent's [agent] id")
+
+
+@app.callback()
 def target(
+    ctx: typer.Context,
     listen: str = typer.Option(DEFAULT_LISTEN, "--listen", "-l", metavar="HOST:PORT",
                                help="address to serve on; [ADDR]:PORT for IPv6, port 0 for any free port"),
     api_key_file: Path | None = typer.Option(None, "--api-key-file", metavar="FILE",
@@ -45,12 +54,54 @@ def target(
                                                   "/v1/chat/completions, the key read from FILE"),
     grace: float = typer.Option(2.0, "--grace", min=0.0, max=60.0,
                                 help="seconds streams in flight may run on after SIGTERM"),
+    udp: str | None = typer.Option(None, "--udp", metavar="HOST:PORT",
+                                   help="also reflect owd packets on this UDP address (needs --tokens)"),
+    tokens: Path | None = typer.Option(None, "--tokens", metavar="FILE",
+                                       help="the agents allowed to use the reflector (add-agent writes it)"),
 ) -> None:
-    """Serve the SSE emitter: GET /sse, POST /v1/chat/completions (OpenAI-style), GET /healthz."""
+    """Serve the SSE emitter: GET /sse, POST /v1/chat/completions (OpenAI-style), GET /healthz; with
+    --udp, the owd reflector too."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from netprobe.farend import tokens as token_file
     from netprobe.farend.server import serve  # lazily: aiohttp only for this command
     from netprobe.logs import setup_logging
 
     host, port = parse_listen(listen)
     api_key = read_api_key(api_key_file) if api_key_file is not None else None
+    reflect = _udp(udp) if udp is not None else None
+    if reflect is not None and tokens is None:
+        raise UsageError("--udp: the reflector needs --tokens FILE (`netprobe target add-agent` writes it)")
+    if tokens is not None:
+        token_file.load(tokens)         # a bad file is a usage error now, not a failure after start-up
     setup_logging("info")
-    asyncio.run(serve(host, port, api_key=api_key, grace=grace))
+    asyncio.run(serve(host, port, api_key=api_key, grace=grace, udp=reflect, tokens=tokens))
+
+
+def _udp(text: str) -> tuple[str, int]:
+    try:
+        return parse_listen(text)
+    except UsageError as exc:
+        raise UsageError(str(exc).replace("--listen", "--udp", 1)) from None
+
+
+@app.command("add-agent")
+def add_agent(agent_id: str = AgentArg, tokens: Path = TokensOption) -> None:
+    """Issue AGENT_ID a reflector token and print it as the last line of stdout (shown only once).
+    A running `netprobe target` takes it on SIGHUP."""
+    from netprobe.farend import tokens as token_file
+
+    token, rotated = token_file.issue(tokens, agent_id)
+    what = "rotated; the previous one no longer works" if rotated else "issued"
+    typer.echo(f"agent {agent_id}: reflector token {what} — store it now (the agent's [reflector] "
+               "token_file); it cannot be shown again", err=True)
+    typer.echo(token)
+
+
+@app.command("revoke-agent")
+def revoke_agent(agent_id: str = AgentArg, tokens: Path = TokensOption) -> None:
+    """Revoke AGENT_ID's reflector token (a running `netprobe target` drops it on SIGHUP)."""
+    from netprobe.farend import tokens as token_file
+
+    was_live = token_file.revoke(tokens, agent_id)
+    typer.echo(f"agent {agent_id}: reflector token {'revoked' if was_live else 'already revoked'}")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Callable
 from contextlib import AsyncExitStack
+from pathlib import Path
 
 from aiohttp import web
 
@@ -24,6 +26,36 @@ log = logging.getLogger("netprobe.farend")
 
 async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
+
+
+def _reflect(stack: AsyncExitStack, udp: tuple[str, int], tokens: Path) -> Callable[[], None]:
+    """The owd reflector on `udp` for the live agents of `tokens`; its counters are logged at the end."""
+    from netprobe.farend import tokens as token_file
+    from netprobe.farend.owd import Reflector, ReflectorSocket, bind
+
+    try:
+        sock = bind(*udp)
+    except OSError as exc:
+        raise UsageError(f"--udp: cannot listen on {udp[0]}:{udp[1]}: {exc.strerror or exc}") from None
+    refl = ReflectorSocket(Reflector(token_file.load(tokens).owd), sock)
+
+    def reload() -> None:
+        try:
+            refl.reflector.keys = token_file.load(tokens).owd
+        except UsageError as exc:       # keep the keys it has; say why the new file was not taken
+            log_event(log, "warning", "reflector tokens not reloaded", error=str(exc))
+            return
+        log_event(log, "info", "reflector tokens reloaded", agents=len(refl.reflector.keys))
+
+    Signals(stack).on(reload, signal.SIGHUP)
+    log_event(log, "info", "reflector listening", udp=f"{refl.address[0]}:{refl.address[1]}",
+              agents=len(refl.reflector.keys))
+
+    def close() -> None:
+        refl.close()
+        log_event(log, "info", "reflector stopped", replies=refl.reflector.replies,
+                  dropped=dict(refl.reflector.bad))
+    return close
 
 
 def make_app(api_key: str | None = None, limits: Limits = Limits()) -> web.Application:
@@ -57,10 +89,12 @@ async def start(app: web.Application, host: str, port: int, *, grace: float = 2.
 
 
 async def serve(host: str, port: int, *, api_key: str | None = None, limits: Limits = Limits(),
-                grace: float = 2.0, stop: asyncio.Event | None = None) -> None:
+                grace: float = 2.0, stop: asyncio.Event | None = None,
+                udp: tuple[str, int] | None = None, tokens: Path | None = None) -> None:
     """Serve until SIGTERM/SIGINT (or `stop` is set), then shut down gracefully.
 
     Shutdown stops accepting at once; streams in flight get `grace` seconds to end, then are cut.
+    `udp`: also reflect owd packets there, for the agents in `tokens` (re-read on SIGHUP).
     """
     stop = stop if stop is not None else asyncio.Event()
     async with AsyncExitStack() as stack:
@@ -72,5 +106,7 @@ async def serve(host: str, port: int, *, api_key: str | None = None, limits: Lim
         for sockname in runner.addresses:
             log_event(log, "info", "target listening", url=_url(sockname[0], sockname[1]),
                       auth="bearer" if api_key else "none")
+        if udp is not None and tokens is not None:
+            stack.callback(_reflect(stack, udp, tokens))
         await stop.wait()
         log_event(log, "info", "target stopping", grace_s=grace)

@@ -1,0 +1,114 @@
+"""`netprobe target --udp … --tokens …` as operators run it: tokens issued and revoked with
+add-agent / revoke-agent, taken on SIGHUP, and the agent's owd round against the real process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from netprobe.owd import packets
+from netprobe.owd.client import exchange
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "netprobe.cli", "target", *args]
+
+
+def issue(tokens: Path, agent: str) -> str:
+    out = subprocess.run(cli("add-agent", agent, "--tokens", str(tokens)), capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip().splitlines()[-1]
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def tokens(tmp_path: Path) -> Path:
+    return tmp_path / "reflector-tokens.json"
+
+
+@pytest.fixture
+def reflector(tokens: Path) -> Iterator[tuple[subprocess.Popen[str], int, str]]:
+    token = issue(tokens, "sh-ct-1")
+    port = free_udp_port()
+    args = cli("--listen", "127.0.0.1:0", "--udp", f"127.0.0.1:{port}", "--tokens", str(tokens))
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    lines = [proc.stderr.readline(), proc.stderr.readline()]
+    assert any("reflector listening" in line and f"udp=127.0.0.1:{port}" in line for line in lines), lines
+    yield proc, port, token
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_add_agent_stores_no_token(tokens: Path) -> None:
+    token = issue(tokens, "sh-ct-1")
+    again = issue(tokens, "sh-ct-1")
+    text = tokens.read_text()
+    assert token != again and token not in text and again not in text
+    assert tokens.stat().st_mode & 0o777 == 0o600
+    entry = json.loads(text)["agents"]["sh-ct-1"]
+    assert entry["owd_key"] == packets.derive_key(again).hex() and entry["revoked_at"] is None
+
+
+Served = tuple[subprocess.Popen[str], int, str]
+
+
+async def test_round_revoke_and_reload(reflector: Served, tokens: Path) -> None:
+    proc, port, token = reflector
+    x = await exchange(("127.0.0.1", port), packets.derive_key(token), count=10, interval=0.005, timeout=1.0)
+    assert len(x.replies) == 10 and x.status_answered and x.seen_by_reflector == 10
+
+    out = subprocess.run(cli("revoke-agent", "sh-ct-1", "--tokens", str(tokens)), capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0 and "revoked" in out.stdout
+    other = issue(tokens, "bj-cu-1")
+    proc.send_signal(signal.SIGHUP)
+    await asyncio.sleep(0.5)
+    at = ("127.0.0.1", port)
+    gone = await exchange(at, packets.derive_key(token), count=3, interval=0.001, timeout=0.3)
+    new = await exchange(at, packets.derive_key(other), count=3, interval=0.001, timeout=1.0)
+    assert gone.replies == [] and len(new.replies) == 3
+
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "reflector tokens reloaded" in err
+    m = re.search(r"reflector stopped.*replies=(\d+)", err)
+    assert m and int(m.group(1)) == 11 + 4, err            # 10 + status, then 3 + status
+    assert "key" in err.split("reflector stopped", 1)[1]    # the revoked agent's packets, dropped
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--udp", "127.0.0.1:0"], "--udp: the reflector needs --tokens FILE"),
+    (["--udp", "nowhere"], "--udp:"),
+])
+def test_bad_reflector_options_exit_2(args: list[str], needle: str) -> None:
+    out = subprocess.run(cli("--listen", "127.0.0.1:0", *args), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and needle in out.stderr, out.stderr
+
+
+def test_bad_tokens_file_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "t.json"
+    bad.write_text('{"version": 1, "agents": {"a": {"token_sha256": 1}}}')
+    out = subprocess.run(cli("--listen", "127.0.0.1:0", "--udp", "127.0.0.1:0", "--tokens", str(bad)),
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "malformed entry" in out.stderr, out.stderr
+    out = subprocess.run(cli("revoke-agent", "nobody", "--tokens", str(tmp_path / "none.json")),
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "does not exist" in out.stderr, out.stderr

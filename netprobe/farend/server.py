@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -19,6 +19,9 @@ from netprobe.farend.stream import CONFIG, TargetConfig
 from netprobe.lifecycle import Signals
 from netprobe.logs import log_event
 
+if TYPE_CHECKING:
+    from netprobe.farend.trace import TraceService
+
 __all__ = ["Limits", "make_app", "serve", "start"]
 
 log = logging.getLogger("netprobe.farend")
@@ -28,43 +31,64 @@ async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
-def _reflect(stack: AsyncExitStack, udp: tuple[str, int], tokens: Path) -> Callable[[], None]:
-    """The owd reflector on `udp` for the live agents of `tokens`; its counters are logged at the end."""
-    from netprobe.farend import tokens as token_file
-    from netprobe.farend.owd import Reflector, ReflectorSocket, bind
+class _Reflector:
+    """The reflector's parts for one tokens file (DESIGN §9): POST /api/v1/trace's bearer check and,
+    with --udp, the owd socket. SIGHUP re-reads the file into both; a bad file keeps the old keys."""
 
-    try:
-        sock = bind(*udp)
-    except OSError as exc:
-        raise UsageError(f"--udp: cannot listen on {udp[0]}:{udp[1]}: {exc.strerror or exc}") from None
-    refl = ReflectorSocket(Reflector(token_file.load(tokens).owd), sock)
+    def __init__(self, tokens: Path) -> None:
+        from netprobe.farend import tokens as token_file
+        from netprobe.farend.trace import TraceService
 
-    def reload() -> None:
+        self._file = token_file
+        self.tokens = tokens
+        self.keys = token_file.load(tokens)
+        self.trace = TraceService(self.keys.bearer)
+        self.owd: Any = None
+
+    def listen_udp(self, udp: tuple[str, int]) -> None:
+        from netprobe.farend.owd import Reflector, ReflectorSocket, bind
+
         try:
-            refl.reflector.keys = token_file.load(tokens).owd
-        except UsageError as exc:       # keep the keys it has; say why the new file was not taken
+            sock = bind(*udp)
+        except OSError as exc:
+            raise UsageError(f"--udp: cannot listen on {udp[0]}:{udp[1]}: {exc.strerror or exc}") from None
+        self.owd = ReflectorSocket(Reflector(self.keys.owd), sock)
+        log_event(log, "info", "reflector listening", udp=f"{self.owd.address[0]}:{self.owd.address[1]}",
+                  agents=len(self.keys.bearer))
+
+    def reload(self) -> None:
+        try:
+            self.keys = self._file.load(self.tokens)
+        except UsageError as exc:
             log_event(log, "warning", "reflector tokens not reloaded", error=str(exc))
             return
-        log_event(log, "info", "reflector tokens reloaded", agents=len(refl.reflector.keys))
+        self.trace.bearer = self.keys.bearer
+        if self.owd is not None:
+            self.owd.reflector.keys = self.keys.owd
+        log_event(log, "info", "reflector tokens reloaded", agents=len(self.keys.bearer))
 
-    Signals(stack).on(reload, signal.SIGHUP)
-    log_event(log, "info", "reflector listening", udp=f"{refl.address[0]}:{refl.address[1]}",
-              agents=len(refl.reflector.keys))
-
-    def close() -> None:
-        refl.close()
-        log_event(log, "info", "reflector stopped", replies=refl.reflector.replies,
-                  dropped=dict(refl.reflector.bad))
-    return close
+    def close(self) -> None:
+        if self.owd is not None:
+            self.owd.close()
+        log_event(log, "info", "reflector stopped", traces=self.trace.traces,
+                  replies=self.owd.reflector.replies if self.owd else 0,
+                  dropped=dict(self.owd.reflector.bad) if self.owd else {})
 
 
-def make_app(api_key: str | None = None, limits: Limits = Limits()) -> web.Application:
-    """/sse, /v1/chat/completions (bearer `api_key` when given) and /healthz, bounded by `limits`."""
+def make_app(api_key: str | None = None, limits: Limits = Limits(), trace: TraceService | None = None
+             ) -> web.Application:
+    """/sse, /v1/chat/completions (bearer `api_key` when given) and /healthz, bounded by `limits`;
+    with `trace`, the reflector's POST /api/v1/trace."""
     app = web.Application(client_max_size=limits.max_body_bytes)
     app[CONFIG] = TargetConfig(api_key=api_key, limits=limits)
     app.router.add_get("/sse", handle_sse, allow_head=False)
     app.router.add_post("/v1/chat/completions", handle_chat)
     app.router.add_get("/healthz", healthz)
+    if trace is not None:
+        from netprobe.farend.trace import TRACE, handle_trace
+
+        app[TRACE] = trace
+        app.router.add_post("/api/v1/trace", handle_trace)
     return app
 
 
@@ -94,19 +118,25 @@ async def serve(host: str, port: int, *, api_key: str | None = None, limits: Lim
     """Serve until SIGTERM/SIGINT (or `stop` is set), then shut down gracefully.
 
     Shutdown stops accepting at once; streams in flight get `grace` seconds to end, then are cut.
-    `udp`: also reflect owd packets there, for the agents in `tokens` (re-read on SIGHUP).
+    `tokens`: the reflector's agents (re-read on SIGHUP): POST /api/v1/trace, and owd packets on `udp`.
     """
     stop = stop if stop is not None else asyncio.Event()
     async with AsyncExitStack() as stack:
         # Handlers first (they come off last): a signal that arrives once "listening" is logged must
         # stop us cleanly (exit 0), and one during the stop must not cut it short.
-        Signals(stack).on(stop.set, signal.SIGTERM, signal.SIGINT)
-        runner = await start(make_app(api_key, limits), host, port, grace=grace)
+        signals = Signals(stack)
+        signals.on(stop.set, signal.SIGTERM, signal.SIGINT)
+        reflector = _Reflector(tokens) if tokens is not None else None
+        runner = await start(make_app(api_key, limits, reflector.trace if reflector else None), host, port,
+                             grace=grace)
         stack.push_async_callback(runner.cleanup)
         for sockname in runner.addresses:
             log_event(log, "info", "target listening", url=_url(sockname[0], sockname[1]),
-                      auth="bearer" if api_key else "none")
-        if udp is not None and tokens is not None:
-            stack.callback(_reflect(stack, udp, tokens))
+                      auth="bearer" if api_key else "none", reflector=reflector is not None)
+        if reflector is not None:
+            if udp is not None:
+                reflector.listen_udp(udp)
+            stack.callback(reflector.close)
+            signals.on(reflector.reload, signal.SIGHUP)
         await stop.wait()
         log_event(log, "info", "target stopping", grace_s=grace)

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from netprobe.owd import packets
@@ -42,7 +43,7 @@ def tokens(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def reflector(tokens: Path) -> Iterator[tuple[subprocess.Popen[str], int, str]]:
+def reflector(tokens: Path) -> Iterator[tuple[subprocess.Popen[str], int, str, int]]:
     token = issue(tokens, "sh-ct-1")
     port = free_udp_port()
     args = cli("--listen", "127.0.0.1:0", "--udp", f"127.0.0.1:{port}", "--tokens", str(tokens))
@@ -50,7 +51,9 @@ def reflector(tokens: Path) -> Iterator[tuple[subprocess.Popen[str], int, str]]:
     assert proc.stderr is not None
     lines = [proc.stderr.readline(), proc.stderr.readline()]
     assert any("reflector listening" in line and f"udp=127.0.0.1:{port}" in line for line in lines), lines
-    yield proc, port, token
+    http = re.search(r"url=http://127\.0\.0\.1:(\d+)", lines[0])
+    assert http, lines
+    yield proc, port, token, int(http.group(1))
     if proc.poll() is None:
         proc.kill()
         proc.wait(timeout=10)
@@ -66,13 +69,17 @@ def test_add_agent_stores_no_token(tokens: Path) -> None:
     assert entry["owd_key"] == packets.derive_key(again).hex() and entry["revoked_at"] is None
 
 
-Served = tuple[subprocess.Popen[str], int, str]
+Served = tuple[subprocess.Popen[str], int, str, int]
 
 
 async def test_round_revoke_and_reload(reflector: Served, tokens: Path) -> None:
-    proc, port, token = reflector
+    proc, port, token, http = reflector
     x = await exchange(("127.0.0.1", port), packets.derive_key(token), count=10, interval=0.005, timeout=1.0)
     assert len(x.replies) == 10 and x.status_answered and x.seen_by_reflector == 10
+    async with httpx.AsyncClient(timeout=60) as c:           # the same token opens the trace endpoint
+        r = await c.post(f"http://127.0.0.1:{http}/api/v1/trace", json={"cycles": 1, "interval": 0.1},
+                         headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 200 and r.json()["address"] == "127.0.0.1", r.text
 
     out = subprocess.run(cli("revoke-agent", "sh-ct-1", "--tokens", str(tokens)), capture_output=True,
                          text=True, timeout=60)
@@ -89,7 +96,7 @@ async def test_round_revoke_and_reload(reflector: Served, tokens: Path) -> None:
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert "reflector tokens reloaded" in err
-    m = re.search(r"reflector stopped.*replies=(\d+)", err)
+    m = re.search(r"reflector stopped.*traces=1.*replies=(\d+)", err)
     assert m and int(m.group(1)) == 11 + 4, err            # 10 + status, then 3 + status
     assert "key" in err.split("reflector stopped", 1)[1]    # the revoked agent's packets, dropped
 

@@ -35,6 +35,9 @@ SPEC: dict[str, Any] = {
          "hops": ["202.97.22.1", "202.97.22.2"]},
         {"id": "direct", "datacenter": "sg", "line": "bgp", "rtt_ms": 4.0, "hops": ["202.97.23.1"],
          "return_hops": []},
+        {"id": "ratelimited", "datacenter": "us", "line": "163", "rtt_ms": 4.0,
+         "return_hops": ["202.97.24.1", "202.97.24.2", "202.97.24.3"],
+         "return_hop_loss_pct": [0.0, 100.0, 0.0]},
     ],
 }
 
@@ -127,6 +130,12 @@ def test_without_return_hops_the_way_back_is_as_before(lab: LabState) -> None:
     for route, ttl in (("plain", 64 - 2 - 1), ("direct", 64 - 1)):  # the relay's routers, then np-isp
         out = agent_exec(["ping", "-4", "-c", "1", "-W", "2", f"{route}.lab"]).stdout
         assert f"ttl={ttl} " in out, out
+
+
+def test_return_hop_loss_is_only_that_hops_own_replies(lab: LabState) -> None:
+    hubs = system_mtr_back(lab, "ratelimited", "-4")
+    assert hosts(hubs) == ["202.97.24.1", "???", "202.97.24.3", ISP_V4, lab.agent_ipv4]
+    assert [h["Loss%"] for h in hubs] == [0.0, 100.0, 0.0, 0.0, 0.0]
 
 
 def test_lab_set_changes_the_return_hops(lab: LabState, tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.table import Table
+from rich.text import Text
 
 from netprobe.lab.spec import Impairment
 from netprobe.lab.state import LabState, RouteInfo
@@ -37,9 +38,10 @@ def lab_table(state: LabState) -> Table:
     table.add_column("TCP")
     table.add_column("hops")
     for r in sorted(state.routes.values(), key=lambda r: r.index):
-        table.add_row(r.id, r.datacenter, r.line, r.hostname, r.ipv4, r.ipv6, f"{r.rtt_ms:g}",
-                      _direction(r.forward), _direction(r.reverse),
-                      ",".join(str(p) for p in r.tcp_ports), _hops(r))
+        # Text, not str: rich would read route 9's 2001:2:0:a::1 as the emoji code ":a:".
+        table.add_row(*map(Text, (r.id, r.datacenter, r.line, r.hostname, r.ipv4, r.ipv6, f"{r.rtt_ms:g}",
+                                  _direction(r.forward), _direction(r.reverse),
+                                  ",".join(str(p) for p in r.tcp_ports), _hops(r))))
     first = next(iter(state.routes.values()))
     table.caption = (f"every address of a route's block answers (e.g. {first.prefix_v4}); "
                      f"unrouted: {state.unrouted_ipv4} / {state.unrouted_ipv6}; "

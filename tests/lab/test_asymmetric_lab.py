@@ -1,6 +1,6 @@
 """The bundled lab's asymmetric routes (agents/lab.toml), traced both ways through the real path with
 netprobe's own trace engine and labelled by its line classifier (DESIGN §6): hk-gia-163 goes out on
-CN2 GIA and comes back on 163; us-163-gt goes out on 163 and comes back on CN2 GT."""
+CN2 GIA and comes back on 163; la-163-gt goes out on 163 and comes back on CN2 GT."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def trace(namespace: str, host: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("route", "forward", "back"), [("hk-gia-163", "cn2-gia", "163"),
-                                                         ("us-163-gt", "163", "cn2-gt")])
+                                                         ("la-163-gt", "163", "cn2-gt")])
 def test_each_direction_has_its_line(lab: LabState, route: str, forward: str, back: str) -> None:
     info = lab.routes[route]
     out = trace(lab.agent_ns, f"{route}.lab")

@@ -79,10 +79,10 @@ def test_bundled_asymmetric_routes_classify_per_direction() -> None:
     gia = routes["hk-gia-163"]
     assert gia.return_hops is not None
     assert (_label(gia.hops), _label(gia.return_hops)) == ("cn2-gia", "163")
-    gt = routes["us-163-gt"]
+    gt = routes["la-163-gt"]
     assert gt.return_hops is not None
     assert (_label(gt.hops), _label(gt.return_hops)) == ("163", "cn2-gt")
-    assert [r.id for r in routes.values() if r.return_hops is not None] == ["hk-gia-163", "us-163-gt"]
+    assert [r.id for r in routes.values() if r.return_hops is not None] == ["hk-gia-163", "la-163-gt"]
 
 
 def test_bundled_asymmetric_peaks_congest_one_direction() -> None:
@@ -90,7 +90,7 @@ def test_bundled_asymmetric_peaks_congest_one_direction() -> None:
     spec = load_spec(ROOT / "agents" / "lab.toml")
     base = {r.id: r for r in spec.routes}
     peak = {r.id: r for r in spec.with_profile("peak").routes}
-    for rid, congested in (("hk-gia-163", "reverse"), ("us-163-gt", "forward")):
+    for rid, congested in (("hk-gia-163", "reverse"), ("la-163-gt", "forward")):
         calm = "forward" if congested == "reverse" else "reverse"
         b, p = base[rid], peak[rid]
         assert getattr(p, f"{calm}_impairment")() == getattr(b, f"{calm}_impairment")(), rid

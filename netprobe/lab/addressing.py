@@ -54,6 +54,11 @@ def default_hop_v6(k: int, j: int) -> str:
     return f"2001:2:0:ff{k:02x}::{j + 1:x}"
 
 
+def default_return_hop_v6(k: int, j: int) -> str:
+    """IPv6 source of route k's emulated return hop j when the spec gives return_hops but no return_hops6."""
+    return f"2001:2:0:fe{k:02x}::{j + 1:x}"
+
+
 def tun_names(k: int) -> tuple[str, str]:
     """(isp side, datacenter side) TUN device names of route k."""
     return f"npa{k}", f"npb{k}"

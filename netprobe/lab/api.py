@@ -54,7 +54,10 @@ def route_infos(spec: LabSpec) -> list[RouteInfo]:
             prefix_v4=str(addr.prefix_v4(k)), prefix_v6=str(addr.prefix_v6(k)),
             tcp_ports=list(r.tcp_ports), rtt_ms=fwd.delay_ms + rev.delay_ms, forward=fwd, reverse=rev,
             hops=list(r.hops), hops6=list(r.hops6 or [addr.default_hop_v6(k, j) for j in range(len(r.hops))]),
-            hop_loss_pct=r.hop_losses(),
+            hop_loss_pct=r.hop_losses(), return_hops=None if r.return_hops is None else list(r.return_hops),
+            return_hops6=None if r.return_hops is None else list(
+                r.return_hops6 or [addr.default_return_hop_v6(k, j) for j in range(len(r.return_hops))]),
+            return_hop_loss_pct=r.return_hop_losses(),
         ))
     return out
 
@@ -64,7 +67,8 @@ def _relay_config(routes: list[RouteInfo], seed: int | None, generation: int) ->
         RelayRoute(k=r.index, id=r.id, isp_ns=addr.ISP_NS, dc_ns=r.namespace,
                    tun_isp=addr.tun_names(r.index)[0], tun_dc=addr.tun_names(r.index)[1],
                    forward=r.forward, reverse=r.reverse, hops=r.hops, hops6=r.hops6,
-                   hop_loss_pct=r.hop_loss_pct, tcp_ports=r.tcp_ports)
+                   hop_loss_pct=r.hop_loss_pct, return_hops=r.return_hops, return_hops6=r.return_hops6 or [],
+                   return_hop_loss_pct=r.return_hop_loss_pct, tcp_ports=r.tcp_ports)
         for r in routes])
 
 
@@ -130,7 +134,7 @@ def _topology_key(routes: list[RouteInfo]) -> list[tuple[str, str, tuple[int, ..
 
 
 def set_impairments(spec_path: Path, profile: str = "base") -> LabState:
-    """Change delay/jitter/loss/hops of the running lab in place (no state is dropped)."""
+    """Change delay/jitter/loss/hops/return hops of the running lab in place (no state is dropped)."""
     _require_root()
     spec = load_spec(spec_path).with_profile(profile)
     state = current()

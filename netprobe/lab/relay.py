@@ -37,9 +37,14 @@ RT_PRIORITY = 10
 
 
 class Direction:
-    """One direction of one route: where packets go and how they are impaired."""
+    """One direction of one route: where packets go, how they are impaired, the routers they pass.
 
-    __slots__ = ("delay_ns", "duplicate", "jitter_ns", "last_due", "loss", "out_fd")
+    `n_hops` routers each take one off the TTL; those in `hops4`/`hops6` answer Time Exceeded, and
+    with those lists empty (no return_hops in the spec) they are silent.
+    """
+
+    __slots__ = ("delay_ns", "duplicate", "hop_loss", "hops4", "hops6", "jitter_ns", "last_due", "loss",
+                 "n_hops", "out_fd")
 
     def __init__(self, out_fd: int) -> None:
         self.out_fd = out_fd
@@ -48,6 +53,10 @@ class Direction:
         self.loss = 0.0
         self.duplicate = 0.0
         self.last_due = 0
+        self.hops4: list[bytes] = []
+        self.hops6: list[bytes] = []
+        self.hop_loss: list[float] = []
+        self.n_hops = 0
 
     def configure(self, imp: Impairment) -> None:
         self.delay_ns = int(imp.delay_ms * 1_000_000)
@@ -55,25 +64,28 @@ class Direction:
         self.loss = imp.loss_pct / 100.0
         self.duplicate = imp.duplicate_pct / 100.0
 
+    def set_hops(self, hops4: list[str], hops6: list[str], loss_pct: list[float], silent: int = 0) -> None:
+        self.hops4 = [ipaddress.IPv4Address(h).packed for h in hops4]
+        self.hops6 = [ipaddress.IPv6Address(h).packed for h in hops6]
+        self.hop_loss = [p / 100.0 for p in loss_pct]
+        self.n_hops = len(self.hops4) or silent
+
 
 class Route:
-    __slots__ = ("forward", "hop_loss", "hops4", "hops6", "n_hops", "reverse")
+    __slots__ = ("forward", "reverse")
 
     def __init__(self, isp_fd: int, dc_fd: int) -> None:
         self.forward = Direction(dc_fd)
         self.reverse = Direction(isp_fd)
-        self.hops4: list[bytes] = []
-        self.hops6: list[bytes] = []
-        self.hop_loss: list[float] = []
-        self.n_hops = 0
 
     def configure(self, spec: RelayRoute) -> None:
         self.forward.configure(spec.forward)
         self.reverse.configure(spec.reverse)
-        self.hops4 = [ipaddress.IPv4Address(h).packed for h in spec.hops]
-        self.hops6 = [ipaddress.IPv6Address(h).packed for h in spec.hops6]
-        self.hop_loss = [p / 100.0 for p in spec.hop_loss_pct]
-        self.n_hops = len(self.hops4)
+        self.forward.set_hops(spec.hops, spec.hops6, spec.hop_loss_pct)
+        if spec.return_hops is None:
+            self.reverse.set_hops([], [], [], silent=len(spec.hops))
+        else:
+            self.reverse.set_hops(spec.return_hops, spec.return_hops6, spec.return_hop_loss_pct)
 
 
 class Relay:
@@ -159,19 +171,20 @@ class Relay:
         if d.loss and self.rng.random() < d.loss:
             self.stats["lost"] += 1
             return
-        if route.n_hops:
+        n_hops = d.n_hops
+        if n_hops:
             ttl_at = 8 if version == 4 else 7
             ttl = packet[ttl_at]
-            if ttl <= route.n_hops:
-                if forward:
-                    self.expire(packet, route, max(ttl, 1), version, now)
+            if ttl <= n_hops:
+                if d.hops4:
+                    self.expire(packet, route, forward, max(ttl, 1), version, now)
                 else:
                     self.stats["dropped"] += 1
                 return
             buf = bytearray(packet)
-            buf[ttl_at] = ttl - route.n_hops
+            buf[ttl_at] = ttl - n_hops
             if version == 4:  # RFC 1624 incremental update of the header checksum
-                total = ((buf[10] << 8) | buf[11]) + (route.n_hops << 8)
+                total = ((buf[10] << 8) | buf[11]) + (n_hops << 8)
                 total = (total & 0xFFFF) + (total >> 16)
                 buf[10], buf[11] = total >> 8, total & 0xFF
             packet = bytes(buf)
@@ -182,29 +195,30 @@ class Relay:
             self.stats["duplicated"] += 1
             self.schedule(due, d.out_fd, packet)
 
-    def expire(self, packet: bytes, route: Route, hop: int, version: int, now: int) -> None:
-        """The packet's TTL runs out at emulated hop `hop` (1-based): answer Time Exceeded."""
+    def expire(self, packet: bytes, route: Route, forward: bool, hop: int, version: int, now: int) -> None:
+        """The packet's TTL runs out at emulated hop `hop` (1-based) of its direction: answer Time
+        Exceeded back the other way, `hop` shares of the way there and back later."""
         if version == 4:
             if icmp_errors.is_icmp_error_v4(packet):
                 return
         elif icmp_errors.is_icmp_error_v6(packet):
             return
-        share = hop / (route.n_hops + 1)
+        there, back = (route.forward, route.reverse) if forward else (route.reverse, route.forward)
+        share = hop / (there.n_hops + 1)
         rng = self.rng
-        fwd, rev = route.forward, route.reverse
-        lost = (fwd.loss + rev.loss) * share + route.hop_loss[hop - 1]
+        lost = (there.loss + back.loss) * share + there.hop_loss[hop - 1]
         if lost and rng.random() < lost:
             self.stats["lost"] += 1
             return
-        rtt = fwd.delay_ns + rev.delay_ns
-        if fwd.jitter_ns or rev.jitter_ns:
-            rtt += int(rng.gauss(0.0, fwd.jitter_ns) + rng.gauss(0.0, rev.jitter_ns))
+        rtt = there.delay_ns + back.delay_ns
+        if there.jitter_ns or back.jitter_ns:
+            rtt += int(rng.gauss(0.0, there.jitter_ns) + rng.gauss(0.0, back.jitter_ns))
         if version == 4:
-            reply = icmp_errors.time_exceeded_v4(packet, route.hops4[hop - 1], self.seq)
+            reply = icmp_errors.time_exceeded_v4(packet, there.hops4[hop - 1], self.seq)
         else:
-            reply = icmp_errors.time_exceeded_v6(packet, route.hops6[hop - 1])
+            reply = icmp_errors.time_exceeded_v6(packet, there.hops6[hop - 1])
         self.stats["time_exceeded"] += 1
-        self.schedule(now + max(0, int(rtt * share)), route.reverse.out_fd, reply)
+        self.schedule(now + max(0, int(rtt * share)), back.out_fd, reply)
 
     def drain(self, fd: int, now: int) -> None:
         route, forward = self.readers[fd]

@@ -27,6 +27,9 @@ class RelayRoute(BaseModel):
     hops: list[str]
     hops6: list[str]
     hop_loss_pct: list[float]
+    return_hops: list[str] | None = None  # None: len(hops) silent routers on the way back
+    return_hops6: list[str] = []
+    return_hop_loss_pct: list[float] = []
     tcp_ports: list[int]
 
 

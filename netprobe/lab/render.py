@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from rich.table import Table
+from rich.text import Text
 
 from netprobe.lab.spec import Impairment
-from netprobe.lab.state import LabState
+from netprobe.lab.state import LabState, RouteInfo
 
 
 def _direction(imp: Impairment) -> str:
@@ -16,6 +17,13 @@ def _direction(imp: Impairment) -> str:
         text += f" / {imp.loss_pct:g}%"
     if imp.duplicate_pct:
         text += f" dup {imp.duplicate_pct:g}%"
+    return text
+
+
+def _hops(r: RouteInfo) -> str:
+    text = " ".join(r.hops) or "-"
+    if r.return_hops is not None:  # else the way back mirrors the forward count, silently
+        text += "\n← " + (" ".join(r.return_hops) or "-")
     return text
 
 
@@ -30,9 +38,10 @@ def lab_table(state: LabState) -> Table:
     table.add_column("TCP")
     table.add_column("hops")
     for r in sorted(state.routes.values(), key=lambda r: r.index):
-        table.add_row(r.id, r.datacenter, r.line, r.hostname, r.ipv4, r.ipv6, f"{r.rtt_ms:g}",
-                      _direction(r.forward), _direction(r.reverse),
-                      ",".join(str(p) for p in r.tcp_ports), " ".join(r.hops) or "-")
+        # Text, not str: rich would read route 9's 2001:2:0:a::1 as the emoji code ":a:".
+        table.add_row(*map(Text, (r.id, r.datacenter, r.line, r.hostname, r.ipv4, r.ipv6, f"{r.rtt_ms:g}",
+                                  _direction(r.forward), _direction(r.reverse),
+                                  ",".join(str(p) for p in r.tcp_ports), _hops(r))))
     first = next(iter(state.routes.values()))
     table.caption = (f"every address of a route's block answers (e.g. {first.prefix_v4}); "
                      f"unrouted: {state.unrouted_ipv4} / {state.unrouted_ipv6}; "

@@ -7,7 +7,15 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from netprobe.errors import ConfigError
 
@@ -63,6 +71,11 @@ class RouteSpec(BaseModel):
     hops: list[str] = Field(default_factory=list, max_length=MAX_HOPS)
     hops6: list[str] | None = None
     hop_loss_pct: Percent | list[Percent] = 0.0
+    # The way back (datacenter → agent). Absent: as many routers as `hops`, silent (a trace from the
+    # datacenter shows `*` for them), as the lab always had it; [] means none at all.
+    return_hops: list[str] | None = Field(default=None, max_length=MAX_HOPS)
+    return_hops6: list[str] | None = None
+    return_hop_loss_pct: Percent | list[Percent] = 0.0
     peak: PeakProfile | None = None
 
     @field_validator("tcp_ports")
@@ -72,34 +85,32 @@ class RouteSpec(BaseModel):
             raise ValueError("ports must be unique")
         return ports
 
-    @field_validator("hops")
+    @field_validator("hops", "return_hops")
     @classmethod
-    def _ipv4_hops(cls, hops: list[str]) -> list[str]:
-        for i, hop in enumerate(hops):
-            try:
-                ipaddress.IPv4Address(hop)
-            except ValueError:
-                raise ValueError(f"hops[{i}]: {hop!r} is not an IPv4 address") from None
-        return hops
+    def _ipv4_hops(cls, hops: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        return _addresses(hops, str(info.field_name), ipaddress.IPv4Address)
 
-    @field_validator("hops6")
+    @field_validator("hops6", "return_hops6")
     @classmethod
-    def _ipv6_hops(cls, hops: list[str] | None) -> list[str] | None:
-        for i, hop in enumerate(hops or []):
-            try:
-                ipaddress.IPv6Address(hop)
-            except ValueError:
-                raise ValueError(f"hops6[{i}]: {hop!r} is not an IPv6 address") from None
-        return hops
+    def _ipv6_hops(cls, hops: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        return _addresses(hops, str(info.field_name), ipaddress.IPv6Address)
 
     @model_validator(mode="after")
     def _consistent(self) -> RouteSpec:
         if self.rtt_ms is not None and (self.forward is not None or self.reverse is not None):
             raise ValueError("give either rtt_ms or forward/reverse, not both")
-        if self.hops6 is not None and len(self.hops6) != len(self.hops):
-            raise ValueError(f"hops6 has {len(self.hops6)} entries, hops has {len(self.hops)}")
-        if isinstance(self.hop_loss_pct, list) and len(self.hop_loss_pct) != len(self.hops):
-            raise ValueError(f"hop_loss_pct has {len(self.hop_loss_pct)} entries, hops has {len(self.hops)}")
+        _same_length("hops6", self.hops6, "hops", self.hops)
+        if isinstance(self.hop_loss_pct, list):
+            _same_length("hop_loss_pct", self.hop_loss_pct, "hops", self.hops)
+        if self.return_hops is None:
+            if self.return_hops6 is not None:
+                raise ValueError("return_hops6 needs return_hops (the IPv4 routers it pairs with)")
+            if self.return_hop_loss_pct != 0.0:
+                raise ValueError("return_hop_loss_pct needs return_hops")
+            return self
+        _same_length("return_hops6", self.return_hops6, "return_hops", self.return_hops)
+        if isinstance(self.return_hop_loss_pct, list):
+            _same_length("return_hop_loss_pct", self.return_hop_loss_pct, "return_hops", self.return_hops)
         return self
 
     def forward_impairment(self) -> Impairment:
@@ -124,9 +135,30 @@ class RouteSpec(BaseModel):
                                        "reverse": p.reverse or self.reverse_impairment()})
 
     def hop_losses(self) -> list[float]:
-        if isinstance(self.hop_loss_pct, list):
-            return list(self.hop_loss_pct)
-        return [self.hop_loss_pct] * len(self.hops)
+        return _per_hop(self.hop_loss_pct, len(self.hops))
+
+    def return_hop_losses(self) -> list[float]:
+        return _per_hop(self.return_hop_loss_pct, len(self.return_hops or []))
+
+
+def _addresses(hops: list[str] | None, name: str,
+               kind: type[ipaddress.IPv4Address | ipaddress.IPv6Address]) -> list[str] | None:
+    for i, hop in enumerate(hops or []):
+        try:
+            kind(hop)
+        except ValueError:
+            family = "IPv4" if kind is ipaddress.IPv4Address else "IPv6"
+            raise ValueError(f"{name}[{i}]: {hop!r} is not an {family} address") from None
+    return hops
+
+
+def _same_length(name: str, values: list[Any] | None, base_name: str, base: list[str]) -> None:
+    if values is not None and len(values) != len(base):
+        raise ValueError(f"{name} has {len(values)} entries, {base_name} has {len(base)}")
+
+
+def _per_hop(pct: float | list[float], n: int) -> list[float]:
+    return list(pct) if isinstance(pct, list) else [pct] * n
 
 
 class LabGlobals(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from netprobe.lab import addressing as addr
 from netprobe.lab.spec import Impairment
@@ -36,6 +36,10 @@ class RouteInfo(BaseModel):
     hops: list[str]
     hops6: list[str]
     hop_loss_pct: list[float]
+    # None: the way back crosses len(hops) routers that never answer (a spec without return_hops)
+    return_hops: list[str] | None = None
+    return_hops6: list[str] | None = None
+    return_hop_loss_pct: list[float] = Field(default_factory=list)
 
     def ipv4_hosts(self, n: int) -> list[str]:
         """The first n addresses of the block (198.19.4k.1 …), e.g. 1,000 benchmark targets."""

@@ -101,6 +101,13 @@ def wire_routes(routes: list[RouteInfo], txqueuelen: int = 10_000) -> None:
             f"rule add from {r.prefix_v6} lookup {table} pref {pref}",
             f"route add default dev {tun_dc} table {table}",
         ])
+    # What a datacenter sends from no route's address (a trace back toward the agent, `ip netns exec
+    # np-dc-… mtr 198.18.0.1`) leaves by its first route: a real host has one way out, a default route.
+    for ns in dc4:
+        first = next(r for r in routes if r.namespace == ns)
+        tun_dc = addr.tun_names(first.index)[1]
+        dc4[ns].append(f"route add {addr.LAB_V4} dev {tun_dc} src {first.ipv4}")
+        dc6[ns].append(f"route add {addr.LAB_V6} dev {tun_dc} src {first.ipv6}")
     netns.ip_batch(addr.ISP_NS, isp4)
     netns.ip_batch(addr.ISP_NS, isp6, ipv6=True)
     for ns, cmds in dc4.items():

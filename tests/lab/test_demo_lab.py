@@ -39,7 +39,7 @@ def test_demo_runs_end_to_end_and_cleans_up(tmp_path: Path) -> None:
                                         "--days", "2", "--format", "json"], capture_output=True, text=True,
                                        timeout=120, check=True).stdout)
     rows = {r["target"]: r for r in report["rows"]}
-    assert len(rows) == 8
+    assert len(rows) == 10
     for target, row in rows.items():
         assert row["peak"]["rounds"] > 0 and row["offpeak"]["rounds"] > 0, target
     # premium lines hold at the peak; the 163 lines degrade (lab figures: agents/lab.toml)

@@ -59,7 +59,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_real_command_exit_codes_and_no_traceback(tmp_path: Path) -> None:
     ok = run_cli("config", "check", str(ROOT / "agents" / "lab-agent.toml"))
     assert ok.returncode == 0, ok.stderr
-    assert "OK: 8 targets, 24 jobs" in ok.stdout
+    assert "OK: 10 targets, 30 jobs" in ok.stdout
     broken = tmp_path / "broken.toml"
     broken.write_text('[agent]\nid = "x"\nregion = [\n', encoding="utf-8")
     for path in (broken, tmp_path / "missing.toml"):

@@ -62,7 +62,7 @@ def __getattr__(name: str) -> Any:
 def _error(text: str, markup: bool = True) -> None:
     from rich.console import Console  # only on the way out with an error
 
-    Console(stderr=True, soft_wrap=True).print(text, highlight=False, markup=markup)
+    Console(emoji=False, stderr=True, soft_wrap=True).print(text, highlight=False, markup=markup)
 
 
 def _agent_run(args: list[str]) -> None:

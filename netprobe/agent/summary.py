@@ -50,9 +50,9 @@ async def print_summary(cfg: Config, since: datetime, db_url: str | None) -> Non
                           _fmt(s["loss_pct"]), _fmt(rtt.p50 if rtt else None), _fmt(rtt.p95 if rtt else None),
                           _fmt(rtt.avg if rtt else None), _fmt(rtt.stdev if rtt else None),
                           _fmt(s["jitter_ms"]))
-        out = Console()
+        out = Console(emoji=False)
         if not out.is_terminal:  # piped or captured: don't squeeze the table into 80 columns
-            out = Console(width=200)
+            out = Console(emoji=False, width=200)
         out.print(table)
     finally:
         await store.close()

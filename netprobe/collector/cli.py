@@ -77,7 +77,7 @@ def add_agent(agent_id: AgentArg, config: ConfigOption) -> None:
 
     check_agent_id(agent_id)
     token, rotated = _with_tokens(config, lambda t: t.issue(agent_id))
-    err = Console(stderr=True, soft_wrap=True, highlight=False, markup=False)
+    err = Console(emoji=False, stderr=True, soft_wrap=True, highlight=False, markup=False)
     if rotated:
         err.print(f"agent {agent_id}: token rotated; the previous token no longer works")
     else:
@@ -108,6 +108,6 @@ def list_agents(config: ConfigOption,
     table = Table("agent", "created", "revoked", "last used", box=None, pad_edge=False)
     for r in records:
         table.add_row(r["id"], r["created_at"], r["revoked_at"] or "-", r["last_used_at"] or "never")
-    out = Console(soft_wrap=True, highlight=False)
+    out = Console(emoji=False, soft_wrap=True, highlight=False)
     out.print(table if records else "no agents have a token; add one with `netprobe collector add-agent`",
               markup=False)

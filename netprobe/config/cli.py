@@ -34,7 +34,7 @@ def check(file: Path = typer.Argument(..., help="agent or collector configuratio
     or every problem (one per line) and exit 2."""
     from netprobe.config.agent import load_config  # lazily: pydantic model building is slow to import
 
-    out = Console(soft_wrap=True, highlight=False)
+    out = Console(emoji=False, soft_wrap=True, highlight=False)
     try:
         if is_collector_file(file):
             _check_collector(file, out)
@@ -42,7 +42,7 @@ def check(file: Path = typer.Argument(..., help="agent or collector configuratio
         config = load_config(file)
         _check_files(config, str(file))
     except ConfigError as exc:
-        err = Console(stderr=True, soft_wrap=True, highlight=False, markup=False)
+        err = Console(emoji=False, stderr=True, soft_wrap=True, highlight=False, markup=False)
         n = len(exc.problems)
         err.print(f"{exc.source}: {n} problem{'s' if n != 1 else ''}")
         for problem in exc.problems:

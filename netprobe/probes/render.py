@@ -17,9 +17,9 @@ STAT_COLUMNS = ("min", "avg", "p50", "p95", "max", "stdev")
 
 def console() -> Console:
     """Stdout console; when piped, wide enough that tables are not squeezed into 80 columns."""
-    c = Console(highlight=False)
+    c = Console(emoji=False, highlight=False)
     if not c.is_terminal:
-        c = Console(highlight=False, width=max(c.width, 240))
+        c = Console(emoji=False, highlight=False, width=max(c.width, 240))
     return c
 
 

@@ -80,7 +80,7 @@ def _emit(report: PeakReport, fmt: str, out: Path | None) -> None:
             print_table(report, console())
             return
         with _open(out) as fh:
-            print_table(report, Console(file=fh, width=240, no_color=True, highlight=False))
+            print_table(report, Console(emoji=False, file=fh, width=240, no_color=True, highlight=False))
         typer.echo(f"wrote {out}", err=True)
         return
     if fmt == "json":

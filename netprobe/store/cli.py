@@ -206,7 +206,7 @@ async def _import(file: Path, db: str | None, size: int) -> list[str]:
     # a bar on a terminal for files worth waiting for; never in pipes or logs
     quiet = size < PROGRESS_BYTES or not sys.stderr.isatty()
     progress = Progress("importing", BarColumn(), DownloadColumn(), TimeRemainingColumn(), transient=True,
-                        disable=quiet, console=Console(stderr=True))
+                        disable=quiet, console=Console(emoji=False, stderr=True))
     # One batch is written while the next is read: one write at a time, in file order, so duplicates
     # across batches and the retention horizon are judged as a line-by-line import would.
     writing: tuple[asyncio.Task[WriteStats], int] | None = None

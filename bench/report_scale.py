@@ -426,8 +426,9 @@ def load_sqlite(path: Path, fleet: Fleet, pools: Pools, seed: int, batch_rows: i
 async def write_mtr_rounds(url: str, fleet: Fleet, rounds: int, seed: int) -> int:
     """`rounds` mtr traces per route in the last hour, through Store.write (path events, detected line)."""
     from netprobe.net.lines import LineClassifier
-    from netprobe.probes.results import envelope, new_result_id
+    from netprobe.probes.results import new_result_id
     from netprobe.store import open_store
+    from netprobe.store.envelopes import envelope_of
 
     if rounds < 1:
         return 0
@@ -450,7 +451,7 @@ async def write_mtr_rounds(url: str, fleet: Fleet, rounds: int, seed: int) -> in
                 for k in range(rounds):
                     started = last + timedelta(seconds=span * (k + 0.5) / rounds + rng.uniform(0, 5))
                     result = ingest._mtr(rng, pair, started, classifier)
-                    batch.append(envelope(result, agent, target, result_id=new_result_id()))
+                    batch.append(envelope_of(result, agent, target, result_id=new_result_id()))
             for k in range(0, len(batch), 500):
                 n += (await store.write(batch[k:k + 500])).accepted
     finally:

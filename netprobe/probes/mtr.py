@@ -118,6 +118,22 @@ class MtrResult(ProbeResult):
         return {"hops": None, "source": None, "packet_size": None, "report": MtrReportJson,
                 "route": RouteJson}
 
+    @classmethod
+    def json_fields(cls, result: Mapping[str, Any]) -> dict[str, Any]:
+        report = result.get("report") or {}
+        header = report.get("mtr") or {}
+        fields: dict[str, Any] = {"hops": [_hop(hub) for hub in report.get("hubs") or ()],
+                                  "route": _route(result.get("route")),
+                                  # not pinned in DESIGN §7: only an explicit false says a round did
+                                  # not reach (route events skip it); older agents did not write it
+                                  "reached": result.get("reached", True)}
+        if "src" in header:
+            fields["source"] = header["src"]
+        psize = header.get("psize")
+        if isinstance(psize, str) and psize.isascii() and psize.isdigit():
+            fields["packet_size"] = int(psize)
+        return fields
+
     def to_dict(self) -> dict[str, Any]:
         d = ProbeResult.to_dict(self)
         d.update(
@@ -130,6 +146,29 @@ class MtrResult(ProbeResult):
                     "hubs": [h.to_dict() for h in self.hops]},
             route=self.route.to_dict() if self.route is not None else {})
         return d
+
+
+def _hop(hub: Mapping[str, Any]) -> Hop:
+    """One hop of the report's hubs, as Hop.to_dict wrote it."""
+    asn = hub.get("ASN")
+    digits = asn[2:] if isinstance(asn, str) and asn.startswith("AS") else ""
+    return Hop(count=hub["count"], addresses=list(hub.get("addresses") or ()),
+               samples_ms=[v if v is None else float(v) for v in hub.get("samples_ms") or ()],
+               rate_limited=hub.get("rate_limited") is True,
+               asn=int(digits) if digits.isascii() and digits.isdigit() else None,
+               org=hub.get("org"), country=hub.get("country"), icmp_errors=dict(hub.get("icmp_errors") or {}))
+
+
+def _route(route: Mapping[str, Any] | None) -> RouteVerdict | None:
+    """The route verdict; None for a round that never traced (`{}`) or a route without a hash, which
+    no reader can use. A key left out reads as RouteVerdict.to_dict() leaves it out."""
+    if not route or "hash" not in route:
+        return None
+    loss = route.get("path_loss_pct")
+    return RouteVerdict(label=route.get("label"), asns=list(route.get("asns") or ()), hash=route["hash"],
+                        mismatch=route.get("mismatch") is True,
+                        path_loss_pct=None if loss is None else float(loss),
+                        declared_line=route.get("declared_line"))
 
 
 async def run(target: ProbeTarget, settings: MtrSettings, ctx: ProbeContext) -> MtrResult:

@@ -26,7 +26,7 @@ from netprobe.errors import StorageError
 from netprobe.store import events, migrate, outbox, prefix_sql
 from netprobe.store import sketch as sketches
 from netprobe.store.engine import READ_ONLY, AsyncConnection, AsyncEngine, create_engine, mapped_errors
-from netprobe.store.envelopes import Envelope, parse_envelopes
+from netprobe.store.envelopes import Envelope
 from netprobe.store.rollups import HourKey, HourRow, Rollup, WindowStats, hour_deltas, hour_of, merge_hours
 from netprobe.store.schema import (
     UTCDateTime,
@@ -384,29 +384,30 @@ class Store:
             return await conn.run_sync(migrate.current_revision)
 
     # -- writing ----------------------------------------------------------------------------------
-    async def write(self, envelopes: Sequence[Mapping[str, Any] | Envelope], *, outbox_cap: int | None = None,
-                    texts: Sequence[str] | None = None, source: str | None = None,
-                    bulk: bool = False) -> WriteStats:
+    async def write(self, envelopes: Sequence[Envelope], *, outbox_cap: int | None = None,
+                    source: str | None = None, bulk: bool = False) -> WriteStats:
         """Store result envelopes once each (by id); rolls up only the newly stored ones, atomically.
 
-        With `outbox_cap`, the newly stored ones also enter the upload outbox in the same transaction,
-        and the outbox is trimmed (oldest first) to that many rows. `texts`: each envelope's JSON text,
-        when the caller parsed it from that (PostgreSQL then stores the text rather than re-serialising).
-        `source`: instead, the JSON text of the whole array `envelopes` was parsed from, items in order.
-        An Envelope (parse_envelope's) is not validated again. Raises EnvelopeError (nothing stored) if
-        any envelope is malformed. `bulk`: a bulk load that can be run again (`db import`): on
-        PostgreSQL the new rows go in by COPY, and the commit does not wait for the WAL to reach the
-        disk (synchronous_commit off, this transaction only); what is stored is the same.
+        Envelopes only: JSON is validated where it comes in (parse_envelopes), the agent's own rounds
+        are typed by construction (envelope_of). With `outbox_cap`, the newly stored ones also enter
+        the upload outbox in the same transaction, and the outbox is trimmed (oldest first) to that
+        many rows. `source`: the JSON text of the whole array the envelopes were parsed from, items in
+        order (PostgreSQL then stores that text rather than re-serialising). `bulk`: a bulk load that
+        can be run again (`db import`): on PostgreSQL the new rows go in by COPY, and the commit does
+        not wait for the WAL to reach the disk (synchronous_commit off, this transaction only); what is
+        stored is the same.
         """
-        parsed = parse_envelopes(envelopes, texts)
         unique: dict[str, Envelope] = {}
         positions: dict[str, int] | None = {} if source is not None else None
-        for i, env in enumerate(parsed, 1):
+        for i, env in enumerate(envelopes, 1):
+            if type(env) is not Envelope:
+                raise TypeError(f"Store.write takes Envelopes (parse_envelopes, envelope_of), not "
+                                f"{type(env).__name__}")
             if env.id not in unique:
                 unique[env.id] = env
                 if positions is not None:
                     positions[env.id] = i
-        repeated = len(parsed) - len(unique)
+        repeated = len(envelopes) - len(unique)
         if not unique:
             return WriteStats(0, repeated)
         now = utc_now()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 from netprobe.probes.icmp import IcmpResult
 from netprobe.probes.results import envelope
 from netprobe.stats import jitter, loss_pct, rtt_stats
+from netprobe.store.envelopes import Envelope, parse_envelopes
 from netprobe.store.schema import metadata
 
 TABLES = {"agents", "targets", "probe_results", "rollups_hourly", "rollups_prefix", "path_changes",
@@ -33,6 +34,12 @@ def icmp_envelope(started_at: datetime, samples: Sequence[float | None], *, agen
         samples_ms=list(samples))
     return envelope(result, {**AGENT, "id": agent or AGENT["id"]}, {**TARGET, "id": target or TARGET["id"]},
                     result_id=result_id)
+
+
+def typed(envelopes: Iterable[Mapping[str, Any]]) -> list[Envelope]:
+    """Envelopes built as JSON (the builders here) as Store.write takes them: each parsed once by the
+    wire validator, as the collector and `db import` take theirs."""
+    return parse_envelopes(list(envelopes))
 
 
 def table_names(conn: Connection) -> set[str]:

@@ -24,6 +24,7 @@ from netprobe.store import open_store
 from netprobe.store.cli import IMPORT_BATCH, PROGRESS_BYTES
 from tests.support.pg import scratch_database
 from tests.support.report import dataset
+from tests.support.store import typed
 
 # written at write time, not part of what was stored
 _WHEN = {"stored_at", "updated_at", "first_seen", "last_seen"}
@@ -108,7 +109,7 @@ async def _write_in_batches(url: str, envs: list[dict[str, Any]], batch: int) ->
     store = await open_store(url)
     try:
         for i in range(0, len(envs), batch):
-            await store.write(envs[i:i + batch])
+            await store.write(typed(envs[i:i + batch]))
     finally:
         await store.close()
 

@@ -22,6 +22,7 @@ from netprobe.probes.base import (
     ProbeSpec,
     ProbeTarget,
     ReportRole,
+    RouteSeen,
 )
 from netprobe.probes.results import ProbeResult
 from netprobe.stats import RttStats, jitter, rtt_stats
@@ -229,10 +230,26 @@ def _result(base: MtrResult, path: Path, target: ProbeTarget, ctx: ProbeContext,
 
 
 
+def route_seen(result: ProbeResult, sold_as: str | None) -> RouteSeen | None:
+    """A round's route for route events; None for a round in error, one that did not reach its
+    destination or one that never traced. Read as the round's JSON says it: RouteVerdict.to_dict()
+    writes the declared line and the mismatch only once the path's loss is known, and without them
+    the target's line (`sold_as`) is the declared one."""
+    if not isinstance(result, MtrResult) or result.status == "error" or not result.reached:
+        return None
+    route = result.route
+    if route is None:
+        return None
+    known = route.path_loss_pct is not None
+    return RouteSeen(label=route.label, hash=route.hash, mismatch=known and route.mismatch,
+                     asns=list(route.asns), declared=route.declared_line if known else sold_as,
+                     hops=[list(hop.addresses) for hop in result.hops])
+
+
 SPEC = ProbeSpec(
     name="mtr", settings_model=MtrSettings, run=run, result_type=MtrResult, cli="netprobe.probes.mtr_cli",
     # its destination's figures stand in for icmp's where a target has no icmp
     alert_metrics=(AlertMetric("loss_pct", rank=1), AlertMetric("rtt_p95_ms", rank=1),
                    AlertMetric("jitter_ms", rank=1), AlertMetric("path_change", events=True),
                    AlertMetric("line_mismatch", events=True)),
-    report=ReportRole(rtt_rank=1), route_events=True)
+    report=ReportRole(rtt_rank=1), route_of=route_seen)

@@ -26,7 +26,7 @@ from netprobe.errors import StorageError
 from netprobe.store import events, migrate, outbox, prefix_sql
 from netprobe.store import sketch as sketches
 from netprobe.store.engine import READ_ONLY, AsyncConnection, AsyncEngine, create_engine, mapped_errors
-from netprobe.store.envelopes import Envelope
+from netprobe.store.envelopes import Envelope, stored_envelope
 from netprobe.store.rollups import HourKey, HourRow, Rollup, WindowStats, hour_deltas, hour_of, merge_hours
 from netprobe.store.schema import (
     UTCDateTime,
@@ -294,8 +294,8 @@ def _sqlite_json(env: Envelope) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ResultRow:
-    """A stored round as Store.results reads it: its indexed columns, and the envelope as written
-    (JSON: it is what export and re-import hand on)."""
+    """A stored round as Store.results reads it: its indexed columns, and its envelope (typed, its JSON
+    as written in `envelope.raw`)."""
 
     id: str
     probe: str
@@ -303,7 +303,7 @@ class ResultRow:
     target_id: str
     started_at: datetime
     status: str
-    envelope: dict[str, Any]
+    envelope: Envelope
 
 
 @dataclass(frozen=True, slots=True)
@@ -780,7 +780,9 @@ class Store:
         q = self._results_query(_RESULT_COLUMNS, agent_id, target_id, probe, start, end)
         q = q.order_by(c.started_at, c.id).limit(limit)
         async with self._read("reading results from") as conn:
-            return [ResultRow(i, p, a, t, s, st, dict(e)) for i, p, a, t, s, st, e in await conn.execute(q)]
+            rows = (await conn.execute(q)).all()
+        # stored rounds were validated when they came in (or are this agent's own): not again
+        return [ResultRow(i, p, a, t, s, st, stored_envelope(e)) for i, p, a, t, s, st, e in rows]
 
     async def path_events(self, agent_id: str | None = None, target_id: str | None = None,
                           kind: str | None = None, since: datetime | None = None

@@ -51,7 +51,7 @@ async def test_write_replay_and_timestamps(store: Store) -> None:
     assert all(r.hour.tzinfo is UTC for r in rows)
     assert [r.rounds for r in rows] == [6, 6] and rows[0].sent == 18 and rows[0].received == 12
     assert await store.count_results("sh-ct-1", "hk-cn2", "icmp", T0, T0 + timedelta(hours=1)) == 6
-    assert (await store.results(limit=1))[0].envelope == envs[0].raw
+    assert (await store.results(limit=1))[0].envelope.raw == envs[0].raw
     assert await store.enforce_retention(1, now=T0 + timedelta(days=1, minutes=35)) == 4
 
 

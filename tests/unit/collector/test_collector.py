@@ -134,7 +134,7 @@ async def test_a_batch_is_stored_and_a_replay_is_all_duplicates(served: Served) 
     status, body, _ = await served.post(envs)
     assert (status, body) == (200, {"accepted": 50, "duplicates": 0, "expired": 0})
     assert await served.store.count_results(AGENT) == 50
-    stored = [r.envelope for r in await served.store.results(AGENT)]
+    stored = [r.envelope.raw for r in await served.store.results(AGENT)]
     assert [e["id"] for e in stored] == [e["id"] for e in envs] and stored[0] == envs[0]
     status, body, _ = await served.post(envs + batch(5, start=50))
     assert (status, body) == (200, {"accepted": 5, "duplicates": 50, "expired": 0})

@@ -80,10 +80,13 @@ async def test_write_is_idempotent_and_rollups_are_not_doubled(store: Store) -> 
         assert row.jitter_ms == pytest.approx(sum(jitters) / len(jitters))
     assert sum(r.rounds for r in rows) == 20
 
-    # stored envelopes are returned as written
-    back = [r.envelope for r in await store.results(probe="icmp")]
+    # stored envelopes are returned as written, typed
+    rows_back = await store.results(probe="icmp")
+    back = [r.envelope.raw for r in rows_back]
     assert [e["id"] for e in back] == [e["id"] for e in envs]
     assert back[3] == envs[3]
+    assert rows_back[3].envelope == typed([envs[3]])[0]
+    assert rows_back[3].envelope.result == typed([envs[3]])[0].result
 
 
 async def test_failed_rounds_are_counted_without_samples(store: Store) -> None:

@@ -463,17 +463,18 @@ async def table_counts(url: str) -> dict[str, int]:
     """Rows of every rollup table present (the hourly one and any the report grows), and probe_results."""
     from sqlalchemy import inspect, text
 
-    from netprobe.store import open_store
+    from netprobe.store.engine import create_engine
+    from netprobe.store.urls import normalise_url
 
-    store = await open_store(url, upgrade=False)
+    engine = create_engine(normalise_url(url))
     try:
-        async with store.engine.connect() as conn:
+        async with engine.connect() as conn:
             names = await conn.run_sync(lambda c: inspect(c).get_table_names())
             wanted = [*sorted(n for n in names if "rollup" in n), "probe_results", "path_changes"]
             return {name: int((await conn.execute(text(f'SELECT count(*) FROM "{name}"'))).scalar() or 0)
                     for name in wanted if name in names}
     finally:
-        await store.close()
+        await engine.dispose()
 
 
 # -- timing whole processes ---------------------------------------------------------------------------------

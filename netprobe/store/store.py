@@ -346,10 +346,6 @@ class Store:
         return self.url
 
     @property
-    def engine(self) -> AsyncEngine:
-        return self._engine
-
-    @property
     def dialect(self) -> str:
         return self._engine.dialect.name
 

@@ -13,7 +13,7 @@ from netprobe.errors import StorageError
 from netprobe.store import Store, open_store
 from netprobe.store.migrate import head_revision
 from tests.support.pg import scratch_database
-from tests.support.store import TABLES, icmp_envelope, schema_diff, table_names, typed
+from tests.support.store import TABLES, connection, icmp_envelope, schema_diff, table_names, typed
 
 pytestmark = pytest.mark.postgres
 
@@ -27,13 +27,13 @@ async def store(pg_url: str) -> AsyncIterator[Store]:
     await s.close()
 
 
-async def test_migrations_up_down_up_and_match_the_models(store: Store) -> None:
+async def test_migrations_up_down_up_and_match_the_models(store: Store, pg_url: str) -> None:
     assert store.dialect == "postgresql"
-    async with store.engine.connect() as conn:
+    async with connection(pg_url) as conn:
         assert TABLES <= await conn.run_sync(table_names)
         assert await conn.run_sync(schema_diff) == []
     assert await store.downgrade("base") is None
-    async with store.engine.connect() as conn:
+    async with connection(pg_url) as conn:
         assert not (TABLES & await conn.run_sync(table_names))
     assert await store.upgrade() == head_revision()
     assert await store.upgrade() == head_revision()            # a second upgrade is a no-op

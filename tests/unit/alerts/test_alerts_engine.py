@@ -16,7 +16,7 @@ from netprobe.alerts.states import AlertState, step
 from netprobe.config.alerts import AlertRule
 from netprobe.store import Store, open_store
 from netprobe.store.schema import alert_states
-from tests.support.store import icmp_envelope, typed
+from tests.support.store import connection, icmp_envelope, typed
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 SETTLE = 30.0
@@ -66,7 +66,7 @@ def engine(store: Store, rules: Sequence[AlertRule], sink: Recorder) -> AlertEng
 
 
 async def rows(store: Store) -> list[dict[str, Any]]:
-    async with store.engine.connect() as conn:
+    async with connection(store.url) as conn:        # SQLite: its URL has no password to mask
         return [dict(r) for r in (await conn.execute(alert_states.select())).mappings()]
 
 

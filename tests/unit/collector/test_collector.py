@@ -24,7 +24,7 @@ from netprobe.collector.tokens import Tokens, hash_token
 from netprobe.config.collector import CollectorConfig, parse_collector_config
 from netprobe.store import Store, open_store
 from tests.support.pg import scratch_database
-from tests.support.store import icmp_envelope
+from tests.support.store import connection, icmp_envelope
 
 T0 = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=2)
 AGENT = "sh-ct-1"
@@ -177,8 +177,8 @@ async def test_revoked_and_rotated_tokens_are_refused(served: Served) -> None:
     assert "token" not in json.dumps([a.to_dict() for a in listed]).replace("token_", "")
 
 
-async def test_tokens_are_stored_hashed(served: Served) -> None:
-    async with served.store.engine.connect() as conn:
+async def test_tokens_are_stored_hashed(served: Served, db_url: str) -> None:
+    async with connection(db_url) as conn:
         rows = (await conn.exec_driver_sql("SELECT agent_id, token_hash FROM agent_tokens")).all()
     assert rows == [(AGENT, hash_token(served.token))] and served.token not in str(rows)
     assert len(served.token) >= 43

@@ -30,7 +30,7 @@ from netprobe.store.rollups import Rollup, accumulate, hour_deltas, key_of
 from netprobe.store.schema import agents, targets
 from tests.support.path_events import CN2, CN2_ECMP, mtr_envelope
 from tests.support.pg import scratch_database
-from tests.support.store import icmp_envelope, typed
+from tests.support.store import connection, icmp_envelope, typed
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
@@ -429,8 +429,8 @@ async def test_source_path_stores_what_the_plain_path_stores(two_databases: tupl
         await plain.close()
 
 
-async def _seen(store: Any) -> dict[str, tuple[Any, Any]]:
-    async with store.engine.connect() as conn:
+async def _seen(url: str) -> dict[str, tuple[Any, Any]]:
+    async with connection(url) as conn:
         rows = (await conn.execute(select(agents.c.id, agents.c.region, agents.c.last_seen))).all()
         rows += (await conn.execute(select(targets.c.id, targets.c.host, targets.c.last_seen))).all()
     return {r[0]: (r[1], r[2]) for r in rows}
@@ -443,18 +443,18 @@ async def test_unchanged_agents_and_targets_are_not_rewritten_within_the_minute(
         store = await open_store(url)
         try:
             await store.write(typed([icmp_envelope(T0, [1.0], result_id="a")]))
-            first = await _seen(store)
+            first = await _seen(url)
             await store.write(typed([icmp_envelope(T0 + timedelta(minutes=1), [1.0], result_id="b")]))
-            assert await _seen(store) == first                    # within the minute: not rewritten
+            assert await _seen(url) == first                    # within the minute: not rewritten
             changed = icmp_envelope(T0 + timedelta(minutes=2), [1.0], result_id="c")
             changed["agent"]["region"] = "cn-north"
             await store.write(typed([changed]))
-            now = await _seen(store)
+            now = await _seen(url)
             assert now["sh-ct-1"][0] == "cn-north" and now["sh-ct-1"][1] > first["sh-ct-1"][1]
             assert now["hk-cn2"] == first["hk-cn2"]               # the target did not change
             monkeypatch.setattr(store_module, "REFS_REFRESH_S", 0.0)
             await store.write(typed([icmp_envelope(T0 + timedelta(minutes=3), [1.0], result_id="d")]))
-            later = await _seen(store)
+            later = await _seen(url)
             assert later["hk-cn2"][1] > first["hk-cn2"][1]      # a minute on: last_seen moves again
             assert later["sh-ct-1"][0] == "cn-east"
         finally:
@@ -472,10 +472,10 @@ async def test_a_rolled_back_write_leaves_no_row_assumed_written() -> None:
             bad = dataclasses.replace(good_one, raw=raw, text=None)
             with pytest.raises(Exception):  # noqa: B017  (a StorageError, whatever its wording)
                 await store.write([bad])
-            assert await _seen(store) == {}
+            assert await _seen(url) == {}
             good = icmp_envelope(T0, [1.0], result_id="a", target="new-target")
             assert (await store.write(typed([good]))).accepted == 1  # the target row is created after all
-            assert set(await _seen(store)) == {"sh-ct-1", "new-target"}
+            assert set(await _seen(url)) == {"sh-ct-1", "new-target"}
         finally:
             await store.close()
 

@@ -16,7 +16,7 @@ from netprobe.store import open_store
 from netprobe.store.schema import rollups_prefix
 from tests.support.pg import scratch_database
 from tests.support.report import MTR_ONLY, NOW, _close, dataset, icmp, write_all
-from tests.support.store import typed
+from tests.support.store import connection, typed
 
 
 async def _report(url: str, **kw: Any) -> dict[str, Any]:
@@ -30,12 +30,8 @@ async def _report(url: str, **kw: Any) -> dict[str, Any]:
 async def _prefix_rows(url: str) -> int:
     from sqlalchemy import func, select
 
-    store = await open_store(url)
-    try:
-        async with store.engine.connect() as conn:
-            return int((await conn.execute(select(func.count()).select_from(rollups_prefix))).scalar_one())
-    finally:
-        await store.close()
+    async with connection(url) as conn:
+        return int((await conn.execute(select(func.count()).select_from(rollups_prefix))).scalar_one())
 
 
 CASES = [dict(days=1), dict(days=3), dict(days=7), dict(days=12), dict(days=30),

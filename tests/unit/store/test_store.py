@@ -15,34 +15,39 @@ from netprobe.errors import StorageError, UsageError
 from netprobe.stats import jitter
 from netprobe.store import EnvelopeError, Store, default_db_url, normalise_url, open_store, state_dir
 from netprobe.store.migrate import head_revision
-from tests.support.store import TABLES, icmp_envelope, schema_diff, table_names, typed
+from tests.support.store import TABLES, connection, icmp_envelope, schema_diff, table_names, typed
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    s = await open_store(f"sqlite:///{tmp_path / 'sub' / 'netprobe.db'}")
+def url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'sub' / 'netprobe.db'}"
+
+
+@pytest.fixture
+async def store(url: str) -> AsyncIterator[Store]:
+    s = await open_store(url)
     yield s
     await s.close()
 
 
-async def test_migrations_up_down_up_and_match_the_models(store: Store) -> None:
-    async with store.engine.connect() as conn:
+async def test_migrations_up_down_up_and_match_the_models(store: Store, url: str) -> None:
+    async with connection(url) as conn:
         assert TABLES <= await conn.run_sync(table_names)
         assert await conn.run_sync(schema_diff) == []
     assert await store.revision() == head_revision()
     assert await store.downgrade("base") is None
-    async with store.engine.connect() as conn:
+    async with connection(url) as conn:
         assert not (TABLES & await conn.run_sync(table_names))
     assert await store.upgrade() == head_revision()
-    async with store.engine.connect() as conn:
+    async with connection(url) as conn:
         assert TABLES <= await conn.run_sync(table_names)
 
 
-async def test_sqlite_pragmas_and_directory_created(store: Store, tmp_path: Path) -> None:
+async def test_sqlite_pragmas_and_directory_created(store: Store, url: str, tmp_path: Path) -> None:
     assert (tmp_path / "sub" / "netprobe.db").is_file()
-    async with store.engine.connect() as conn:
+    async with connection(url) as conn:      # a connection as the store's engine makes them
         got = {p: (await conn.exec_driver_sql(f"PRAGMA {p}")).scalar()
                for p in ("journal_mode", "foreign_keys", "synchronous", "busy_timeout")}
     assert got["journal_mode"] == "wal" and got["foreign_keys"] == 1 and got["synchronous"] == 1

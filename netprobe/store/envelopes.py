@@ -3,9 +3,10 @@ validator of netprobe.store.wire (derived from the probe's result type)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import islice
 from typing import Any
 
 from netprobe.errors import UsageError
@@ -94,10 +95,6 @@ def parse_envelopes(items: Sequence[Any], texts: Sequence[str] | None = None) ->
 def stored_envelope(data: dict[str, Any], text: str | None = None) -> Envelope:
     """An envelope's JSON that was validated when it came in (parse_envelope's, or as the store holds
     it) as an Envelope, not validated again; `text`: the JSON text it was parsed from."""
-    return _record(data, text)
-
-
-def _record(data: dict[str, Any], text: str | None, typed: ProbeResult | None = None) -> Envelope:
     result = data["result"]
     samples = result.get("samples_ms") or ()
     return Envelope(
@@ -107,12 +104,32 @@ def _record(data: dict[str, Any], text: str | None, typed: ProbeResult | None = 
         status=result["status"], sent=result.get("sent", 0), received=result.get("received", 0),
         duplicates=result.get("duplicates", 0), loss_pct=_real(result.get("loss_pct")),
         jitter_ms=_real(result.get("jitter_ms")),
-        samples_ms=tuple([float(v) for v in samples if v is not None]), raw=dict(data), text=text,
-        _result=typed)
+        samples_ms=tuple([float(v) for v in samples if v is not None]), raw=dict(data), text=text)
 
 
-def envelope_of(result: ProbeResult, agent: Mapping[str, Any], target: Mapping[str, Any], *,
+def envelope_of(result: ProbeResult, agent: dict[str, Any], target: dict[str, Any], *,
                 result_id: str | None = None, body: dict[str, Any] | None = None) -> Envelope:
     """This process's own round: its result's to_dict() (`body`, when the caller has it) in an
-    envelope, not validated again — it is typed by construction; the wire edges check what others send."""
-    return _record(envelope(result, dict(agent), dict(target), result_id=result_id, body=body), None, result)
+    envelope, not validated again — it is typed by construction; the wire edges check what others send.
+    The indexed fields are the typed result's own. `agent` and `target` are taken as they are, not
+    copied (the agent passes the same agent round after round; nothing changes them); written with
+    their declared fields first (as Config.agent_envelope and ProbeTarget.as_envelope write them),
+    they are the Envelope's too."""
+    raw = envelope(result, agent, target, result_id=result_id, body=body)
+    if not _declared_first(agent, _AGENT_FIELDS):
+        agent = _ref(agent, _AGENT_FIELDS)
+    if not _declared_first(target, _TARGET_FIELDS):
+        target = _ref(target, _TARGET_FIELDS)
+    # every probe's figures under the same names (a bare ProbeResult, a round that could not run,
+    # has none), as stored_envelope reads them from the JSON
+    samples: list[float | None] = getattr(result, "samples_ms", None) or []
+    return Envelope(
+        id=raw["id"], probe=result.probe, started_at=result.started_at.astimezone(UTC), agent=agent,
+        target=target, status=result.status, sent=getattr(result, "sent", 0),
+        received=getattr(result, "received", 0), duplicates=getattr(result, "duplicates", 0),
+        loss_pct=getattr(result, "loss_pct", None), jitter_ms=getattr(result, "jitter_ms", None),
+        samples_ms=tuple([v for v in samples if v is not None]), raw=raw, _result=result)
+
+
+def _declared_first(ref: dict[str, Any], fields: tuple[str, ...]) -> bool:
+    return tuple(islice(ref, len(fields))) == fields

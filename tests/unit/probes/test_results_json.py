@@ -18,7 +18,8 @@ from netprobe.probes.icmp import IcmpResult
 from netprobe.probes.mtr import MtrResult
 from netprobe.probes.results import ProbeResult, decoder
 from netprobe.stats import RttStats
-from netprobe.store import parse_envelope
+from netprobe.store import parse_envelope, stored_envelope
+from netprobe.store.envelopes import envelope_of
 from tests.support.atlas import PINGS, TRACES
 from tests.support.path_events import CN2, error_envelope, mtr_envelope
 from tests.support.report import dataset
@@ -41,6 +42,25 @@ def test_every_probes_json_reads_back_as_the_record_that_wrote_it() -> None:
         assert record.to_dict() == env["result"]
         assert type(record).from_json(record.to_dict()) == record
         assert parse_envelope(env).result == record       # what an envelope from the wire carries
+
+
+def test_an_envelope_made_here_indexes_what_its_json_says() -> None:
+    """envelope_of reads the indexed fields from the typed result; the same as reading them from its
+    JSON, as an envelope from the wire or the store is read, for every probe and a round that could
+    not run at all (a bare ProbeResult)."""
+    bare = ProbeResult(probe="mtr", host="h", started_at=T0, status="error", error_kind="timeout")
+    envs = [*dataset(days=1), mtr_envelope(T0, CN2), error_envelope(T0), icmp_envelope(T0, [None, 3.0])]
+    records = [_read(e["result"]) for e in envs[::7]] + [bare]
+    agent = {"id": "sh-ct-1", "region": "cn-east", "isp": "telecom", "timezone": "Asia/Shanghai"}
+    target = {"id": "hk-cn2", "host": "h", "datacenter": "hk", "line": "cn2-gia"}
+    for record in records:
+        env = envelope_of(record, agent, target, body=record.to_dict())
+        assert env == stored_envelope(env.raw) and env.result is record
+        assert env.agent is agent and env.raw["target"] is target      # taken as they are, not copied
+    # in another order, or short of a declared field: the Envelope's have the declared ones first
+    odd = envelope_of(bare, {"region": "x", "id": "a"}, {"id": "t"})
+    assert odd == stored_envelope(odd.raw) and list(odd.agent) == ["id", "region", "isp", "timezone"]
+    assert odd.raw["agent"] == {"region": "x", "id": "a"}
 
 
 def test_json_numbers_and_times_read_as_the_fields_types() -> None:

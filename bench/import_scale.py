@@ -114,22 +114,23 @@ def children_cpu() -> float:
 
 
 async def db_counts(url: str) -> tuple[int, int, int]:
-    """Rows stored, distinct ids, rounds in the hourly rollups, read through the store."""
+    """Rows stored, distinct ids, rounds in the hourly rollups, read with an engine as the store makes it."""
     from sqlalchemy import func, select
 
-    from netprobe.store import open_store
+    from netprobe.store.engine import create_engine
     from netprobe.store.schema import probe_results, rollups_hourly
+    from netprobe.store.urls import normalise_url
 
-    store = await open_store(url, upgrade=False)
+    engine = create_engine(normalise_url(url))
     try:
-        async with store.engine.connect() as conn:
+        async with engine.connect() as conn:
             rows = (await conn.execute(select(func.count()).select_from(probe_results))).scalar_one()
             ids = (await conn.execute(select(func.count(probe_results.c.id.distinct())))).scalar_one()
             rounds = (await conn.execute(select(func.coalesce(func.sum(rollups_hourly.c.rounds), 0))
                                          )).scalar_one()
         return int(rows), int(ids), int(rounds)
     finally:
-        await store.close()
+        await engine.dispose()
 
 
 class BackendCpu:

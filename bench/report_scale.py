@@ -426,8 +426,9 @@ def load_sqlite(path: Path, fleet: Fleet, pools: Pools, seed: int, batch_rows: i
 async def write_mtr_rounds(url: str, fleet: Fleet, rounds: int, seed: int) -> int:
     """`rounds` mtr traces per route in the last hour, through Store.write (path events, detected line)."""
     from netprobe.net.lines import LineClassifier
-    from netprobe.probes.results import envelope, new_result_id
+    from netprobe.probes.results import new_result_id
     from netprobe.store import open_store
+    from netprobe.store.envelopes import envelope_of
 
     if rounds < 1:
         return 0
@@ -450,7 +451,7 @@ async def write_mtr_rounds(url: str, fleet: Fleet, rounds: int, seed: int) -> in
                 for k in range(rounds):
                     started = last + timedelta(seconds=span * (k + 0.5) / rounds + rng.uniform(0, 5))
                     result = ingest._mtr(rng, pair, started, classifier)
-                    batch.append(envelope(result, agent, target, result_id=new_result_id()))
+                    batch.append(envelope_of(result, agent, target, result_id=new_result_id()))
             for k in range(0, len(batch), 500):
                 n += (await store.write(batch[k:k + 500])).accepted
     finally:
@@ -462,17 +463,18 @@ async def table_counts(url: str) -> dict[str, int]:
     """Rows of every rollup table present (the hourly one and any the report grows), and probe_results."""
     from sqlalchemy import inspect, text
 
-    from netprobe.store import open_store
+    from netprobe.store.engine import create_engine
+    from netprobe.store.urls import normalise_url
 
-    store = await open_store(url, upgrade=False)
+    engine = create_engine(normalise_url(url))
     try:
-        async with store.engine.connect() as conn:
+        async with engine.connect() as conn:
             names = await conn.run_sync(lambda c: inspect(c).get_table_names())
             wanted = [*sorted(n for n in names if "rollup" in n), "probe_results", "path_changes"]
             return {name: int((await conn.execute(text(f'SELECT count(*) FROM "{name}"'))).scalar() or 0)
                     for name in wanted if name in names}
     finally:
-        await store.close()
+        await engine.dispose()
 
 
 # -- timing whole processes ---------------------------------------------------------------------------------

@@ -163,11 +163,15 @@ class Agent:
             uplink = Uplink(store, cfg.uplink, uplink_token)
         pipeline = Pipeline([StoreSink(store, uplink), *extra_sinks], flush_every=STORE_FLUSH_EVERY)
         agent_env = cfg.agent_envelope()
+        agent_ref = (cfg, agent_env)     # the envelopes' agent, until a reload brings another config
 
         def on_result(target: ProbeTarget, result: ProbeResult) -> None:
+            nonlocal agent_ref
             self.rounds += 1
+            if agent_ref[0] is not self.config:
+                agent_ref = (self.config, self.config.agent_envelope())
             body = result.to_dict()  # once: the envelope and the log line both read it
-            env = envelope_of(result, self.config.agent_envelope(), target.as_envelope(), body=body)
+            env = envelope_of(result, agent_ref[1], target.as_envelope(), body=body)
             if metrics is not None:
                 metrics.observe(target, env)
             pipeline.put(env)

@@ -10,25 +10,23 @@ from rich.table import Table
 
 from netprobe.config.agent import Config
 from netprobe.stats import jitter, loss_pct, rtt_stats
-from netprobe.store import open_store
+from netprobe.store import Envelope, open_store
 
 
 def _fmt(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}"
 
 
-def summarise(envelopes: list[dict[str, Any]]) -> dict[str, Any]:
+def summarise(envelopes: list[Envelope]) -> dict[str, Any]:
     """Pool the rounds' samples: loss over all requests, RTT figures over all received samples."""
     sent = received = 0
     samples: list[float] = []
     jitters: list[float] = []
     for env in envelopes:
-        r = env["result"]
-        sent += r.get("sent", 0)
-        received += r.get("received", 0)
-        got = r.get("samples_ms") or []
-        samples.extend(s for s in got if s is not None)
-        j = jitter(got)
+        sent += env.sent
+        received += env.received
+        samples.extend(env.samples_ms)          # the received ones
+        j = jitter(env.samples_ms)              # over consecutive received replies
         if j is not None:
             jitters.append(j)
     return {"rounds": len(envelopes), "sent": sent, "loss_pct": loss_pct(sent, received),

@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from netprobe.probes import REGISTRY
-from netprobe.store import Rollup, Store, parse_envelope, windows
+from netprobe.store import Rollup, Store, windows
 
 Key = tuple[str, str]          # agent_id, target_id
 
@@ -74,8 +74,7 @@ class WindowReader:
         if cache_key not in self._rollups:
             out: dict[Key, Rollup] = {}
             for row in await self._store.results(self._agent, None, probe, start, end):
-                env = parse_envelope(row.envelope)
-                out.setdefault((str(env.agent["id"]), str(env.target["id"])), Rollup()).add(env)
+                out.setdefault((row.agent_id, row.target_id), Rollup()).add(row.envelope)
             self._rollups[cache_key] = out
         return self._rollups[cache_key]
 

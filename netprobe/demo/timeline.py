@@ -7,10 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 from zoneinfo import ZoneInfo
 
-from netprobe.store import Store
+from netprobe.store import Envelope, Store, stored_envelope
 from netprobe.times import iso
 
 BATCH = 500
@@ -50,19 +49,19 @@ def simulated_day(zone: str, now: datetime) -> datetime:
     return midnight.astimezone(UTC)
 
 
-def moved(env: dict[str, Any], timeline: Timeline) -> dict[str, Any] | None:
+def moved(env: Envelope, timeline: Timeline) -> Envelope | None:
     """The envelope on the simulated day; None when it started outside the compressed day."""
-    started = datetime.fromisoformat(str(env["started_at"]).replace("Z", "+00:00"))
+    started = env.started_at
     if not timeline.real_start <= started < timeline.real_end:
         return None
     at = iso(timeline.sim(started))
-    result = dict(env.get("result") or {})
+    result = dict(env.raw.get("result") or {})
     if "started_at" in result:
         result["started_at"] = at
-    return {**env, "started_at": at, "result": result}
+    return stored_envelope({**env.raw, "started_at": at, "result": result})  # stored: not validated again
 
 
-def _batches(items: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+def _batches(items: list[Envelope]) -> Iterator[list[Envelope]]:
     for i in range(0, len(items), BATCH):
         yield items[i:i + BATCH]
 

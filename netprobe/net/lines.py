@@ -182,7 +182,7 @@ class RouteVerdict:
     """One mtr round's route: the line it looks like, and (once the probe knows them) the path's loss
     and the line the target was sold as."""
 
-    label: str
+    label: str | None  # None: a route read from JSON that named none (every key of one may be missing)
     asns: list[int]  # unique, in path order
     hash: str
     mismatch: bool  # the declared line is detectable and is not what was detected

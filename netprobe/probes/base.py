@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
@@ -174,8 +174,28 @@ class RollupFigure:
     per_scale: float = 1.0
 
 
-# The probe-specific sums one round's result (its JSON body) adds to its hour: (name, value) pairs.
-RollupExtras = Callable[[Mapping[str, Any]], list[tuple[str, float]]]
+# The probe-specific sums one round's result adds to its hour: (name, value) pairs. Given the round's
+# typed result: the probe's own record, or a bare ProbeResult when the round could not run at all.
+RollupExtras = Callable[[ProbeResult], list[tuple[str, float]]]
+
+
+@dataclass(frozen=True, slots=True)
+class RouteSeen:
+    """The route of one usable round, as route events compare rounds (ProbeSpec.route_of): the line
+    it looks like (None when the round named none), the path's hash, whether it is not the line the
+    target was sold as (`declared`), the path's ASNs, and the addresses seen at each hop."""
+
+    label: str | None
+    hash: str
+    mismatch: bool
+    asns: list[int]
+    declared: str | None
+    hops: list[list[str]]
+
+
+# A round's route for route events, given its typed result and the line its target was sold as (the
+# envelope's target.line); None for a round that says nothing about the route (in error, not reached).
+RouteOf = Callable[[ProbeResult, str | None], RouteSeen | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,8 +236,8 @@ class ProbeSpec(Generic[S, R]):
     rollup_figures: tuple[RollupFigure, ...] = ()
     report: ReportRole = ReportRole()
     alert_metrics: tuple[AlertMetric, ...] = ()
-    # route events: the probe's stored rounds are what netprobe.store.events reads for them
-    route_events: bool = False
+    # route events (netprobe.store.events): a round's route, for the probe whose rounds carry one (mtr)
+    route_of: RouteOf | None = None
     # (key, why): settings that are the agent's, not a target's; config refuses them in [targets.<name>]
     agent_wide: tuple[tuple[str, str], ...] = ()
     # applies [probes.<name>] to the shared context (at start and on reload), e.g. the ICMP send cap

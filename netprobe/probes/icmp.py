@@ -20,7 +20,7 @@ from netprobe.probes.base import (
     ReportRole,
     RoundSettings,
 )
-from netprobe.probes.results import ProbeResult, RttSummaryJson
+from netprobe.probes.results import ProbeResult, RttSummaryJson, record_of
 from netprobe.stats import RttStats, jitter, loss_pct, rtt_stats
 from netprobe.times import utc_now
 
@@ -50,6 +50,12 @@ class IcmpResult(ProbeResult):
     def json_layout(cls) -> Mapping[str, object]:
         # a RIPE Atlas summary-only ping (db import) keeps Atlas's own min/avg/max, no percentiles
         return {"rtt_ms": RttStats | RttSummaryJson | None}
+
+    @classmethod
+    def json_fields(cls, result: Mapping[str, Any]) -> dict[str, Any]:
+        # Atlas's own min/avg/max stay in the JSON: the record's rtt_ms is its samples' stats (none)
+        rtt = result.get("rtt_ms")
+        return {"rtt_ms": record_of(RttStats, rtt) if rtt is not None and "p50" in rtt else None}
 
     def to_dict(self) -> dict[str, Any]:
         d = ProbeResult.to_dict(self)

@@ -22,6 +22,7 @@ from netprobe.probes.base import (
     ProbeSpec,
     ProbeTarget,
     ReportRole,
+    RouteSeen,
 )
 from netprobe.probes.results import ProbeResult
 from netprobe.stats import RttStats, jitter, rtt_stats
@@ -118,6 +119,22 @@ class MtrResult(ProbeResult):
         return {"hops": None, "source": None, "packet_size": None, "report": MtrReportJson,
                 "route": RouteJson}
 
+    @classmethod
+    def json_fields(cls, result: Mapping[str, Any]) -> dict[str, Any]:
+        report = result.get("report") or {}
+        header = report.get("mtr") or {}
+        fields: dict[str, Any] = {"hops": [_hop(hub) for hub in report.get("hubs") or ()],
+                                  "route": _route(result.get("route")),
+                                  # not pinned in DESIGN §7: only an explicit false says a round did
+                                  # not reach (route events skip it); older agents did not write it
+                                  "reached": result.get("reached", True)}
+        if "src" in header:
+            fields["source"] = header["src"]
+        psize = header.get("psize")
+        if isinstance(psize, str) and psize.isascii() and psize.isdigit():
+            fields["packet_size"] = int(psize)
+        return fields
+
     def to_dict(self) -> dict[str, Any]:
         d = ProbeResult.to_dict(self)
         d.update(
@@ -130,6 +147,29 @@ class MtrResult(ProbeResult):
                     "hubs": [h.to_dict() for h in self.hops]},
             route=self.route.to_dict() if self.route is not None else {})
         return d
+
+
+def _hop(hub: Mapping[str, Any]) -> Hop:
+    """One hop of the report's hubs, as Hop.to_dict wrote it."""
+    asn = hub.get("ASN")
+    digits = asn[2:] if isinstance(asn, str) and asn.startswith("AS") else ""
+    return Hop(count=hub["count"], addresses=list(hub.get("addresses") or ()),
+               samples_ms=[v if v is None else float(v) for v in hub.get("samples_ms") or ()],
+               rate_limited=hub.get("rate_limited") is True,
+               asn=int(digits) if digits.isascii() and digits.isdigit() else None,
+               org=hub.get("org"), country=hub.get("country"), icmp_errors=dict(hub.get("icmp_errors") or {}))
+
+
+def _route(route: Mapping[str, Any] | None) -> RouteVerdict | None:
+    """The route verdict; None for a round that never traced (`{}`) or a route without a hash, which
+    no reader can use. A key left out reads as RouteVerdict.to_dict() leaves it out."""
+    if not route or "hash" not in route:
+        return None
+    loss = route.get("path_loss_pct")
+    return RouteVerdict(label=route.get("label"), asns=list(route.get("asns") or ()), hash=route["hash"],
+                        mismatch=route.get("mismatch") is True,
+                        path_loss_pct=None if loss is None else float(loss),
+                        declared_line=route.get("declared_line"))
 
 
 async def run(target: ProbeTarget, settings: MtrSettings, ctx: ProbeContext) -> MtrResult:
@@ -190,10 +230,26 @@ def _result(base: MtrResult, path: Path, target: ProbeTarget, ctx: ProbeContext,
 
 
 
+def route_seen(result: ProbeResult, sold_as: str | None) -> RouteSeen | None:
+    """A round's route for route events; None for a round in error, one that did not reach its
+    destination or one that never traced. Read as the round's JSON says it: RouteVerdict.to_dict()
+    writes the declared line and the mismatch only once the path's loss is known, and without them
+    the target's line (`sold_as`) is the declared one."""
+    if not isinstance(result, MtrResult) or result.status == "error" or not result.reached:
+        return None
+    route = result.route
+    if route is None:
+        return None
+    known = route.path_loss_pct is not None
+    return RouteSeen(label=route.label, hash=route.hash, mismatch=known and route.mismatch,
+                     asns=list(route.asns), declared=route.declared_line if known else sold_as,
+                     hops=[list(hop.addresses) for hop in result.hops])
+
+
 SPEC = ProbeSpec(
     name="mtr", settings_model=MtrSettings, run=run, result_type=MtrResult, cli="netprobe.probes.mtr_cli",
     # its destination's figures stand in for icmp's where a target has no icmp
     alert_metrics=(AlertMetric("loss_pct", rank=1), AlertMetric("rtt_p95_ms", rank=1),
                    AlertMetric("jitter_ms", rank=1), AlertMetric("path_change", events=True),
                    AlertMetric("line_mismatch", events=True)),
-    report=ReportRole(rtt_rank=1), route_events=True)
+    report=ReportRole(rtt_rank=1), route_of=route_seen)

@@ -3,11 +3,15 @@ that carries one. A network failure is a status, not an exception."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import types
+import typing
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Literal, TypedDict
+from datetime import UTC, datetime
+from typing import Any, Literal, Self, TypedDict, TypeVar, Union, get_args, get_origin
 
 from netprobe.stats import loss_pct
 from netprobe.times import iso, utc_now
@@ -62,6 +66,22 @@ class ProbeResult:
         """What the types cannot say about a well-typed to_dict(): "field: problem" each."""
         return count_problems(result)
 
+    # -- the record a result's JSON describes ----------------------------------------------------------
+    @classmethod
+    def from_json(cls, result: Mapping[str, Any]) -> Self:
+        """The record of a well-typed to_dict() — as the wire validator accepts it, or as the store
+        holds it — not validated again. Its fields are read as their types say (the counterpart of
+        netprobe.store.wire, derived from the same fields): a key left out takes the field's default,
+        as older agents wrote fewer; a key that is no field (an importer's `atlas`) stays in the JSON."""
+        fields = _fields_of(cls, result)
+        fields.update(cls.json_fields(result))
+        return cls(**fields)
+
+    @classmethod
+    def json_fields(cls, result: Mapping[str, Any]) -> dict[str, Any]:
+        """The fields json_layout() lists, read from the JSON their own way (from_json reads the rest)."""
+        return {}
+
 
 def count_problems(result: Mapping[str, Any], *, answers_are_received: bool = True) -> list[str]:
     """A round's counts against each other: received ≤ sent, one sample per request (when samples were
@@ -85,6 +105,73 @@ def count_problems(result: Mapping[str, Any], *, answers_are_received: bool = Tr
             problems.append(f"loss_pct: {loss} is not 100·(sent−received)/sent = {want[0]:g} "
                             f"(sent {sent}, received {received})")
     return problems
+
+
+_ABSENT = object()
+Decoder = Callable[[Any], Any]
+T = TypeVar("T")
+
+
+@functools.cache
+def _decoders(cls: type) -> tuple[tuple[str, Decoder | None], ...]:
+    """(field, how its JSON value becomes the field's value; None: as it is) for each field from_json
+    reads: every init field of `cls` but those its json_layout() lists."""
+    layout = cls.json_layout() if issubclass(cls, ProbeResult) else {}
+    hints = typing.get_type_hints(cls)
+    return tuple((f.name, decoder(hints[f.name], f"{cls.__name__}.{f.name}"))
+                 for f in dataclasses.fields(cls) if f.init and f.name not in layout)
+
+
+def decoder(tp: Any, where: str = "") -> Decoder | None:
+    """How a JSON value (a well-typed one) becomes a value of `tp`; None when it is one already. Reals
+    become floats (JSON's 5 for a float field), times datetimes in UTC, records their dataclass."""
+    origin = get_origin(tp)
+    if origin is Union or origin is types.UnionType:
+        members = [a for a in get_args(tp) if a is not type(None)]      # None itself is never converted
+        found = [d for a in members if (d := decoder(a, where)) is not None]
+        if found and len(members) > 1:
+            raise TypeError(f"{where}: cannot tell which of {tp} a JSON value is; list it in json_layout()")
+        return found[0] if found else None
+    if origin is list:
+        (item,) = get_args(tp)
+        each = decoder(item, where)
+        return list if each is None else functools.partial(_list_of, each)
+    if origin is dict:
+        _, value_type = get_args(tp)
+        each = decoder(value_type, where)
+        return dict if each is None else functools.partial(_dict_of, each)
+    if tp is float:
+        return float
+    if tp is datetime:
+        return _utc
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return functools.partial(record_of, tp)
+    if tp in (int, str, bool) or origin is Literal or typing.is_typeddict(tp):
+        return None
+    raise TypeError(f"{where}: no JSON reading of {tp!r}; list it in json_layout(), read it in json_fields()")
+
+
+def _list_of(each: Decoder, values: list[Any]) -> list[Any]:
+    return [v if v is None else each(v) for v in values]
+
+
+def _dict_of(each: Decoder, values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v if v is None else each(v) for k, v in values.items()}
+
+
+def _utc(value: str) -> datetime:
+    return datetime.fromisoformat(value).astimezone(UTC)
+
+
+def _fields_of(cls: type, value: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields `value` gives (a key left out: the field's default)."""
+    return {name: v if convert is None or v is None else convert(v)
+            for name, convert in _decoders(cls) if (v := value.get(name, _ABSENT)) is not _ABSENT}
+
+
+def record_of(cls: type[T], value: Mapping[str, Any]) -> T:
+    """A dataclass from its JSON object (its fields read as from_json reads a result's)."""
+    return cls(**_fields_of(cls, value))
 
 
 class RttSummaryJson(TypedDict):

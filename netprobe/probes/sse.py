@@ -373,27 +373,26 @@ def _p50_p95(values: list[float]) -> Spread | None:
 
 
 
-def rollup_extras(result: Mapping[str, Any]) -> list[tuple[str, float]]:
+def rollup_extras(result: ProbeResult) -> list[tuple[str, float]]:
     """What one stream adds to its hour's sums (the figures below are derived from them)."""
     out: list[tuple[str, float]] = []
-    if result.get("status") != "ok":
+    if not isinstance(result, SseResult) or result.status != "ok":
         return out
-    gaps, delay_var = result.get("gaps_ms"), result.get("delay_var_ms")
+    gaps, delay_var = result.gaps_ms, result.delay_var_ms
     blocks = (("gap_p95_ms", gaps, "p95"), ("delay_var_p50_ms", delay_var, "p50"),
               ("delay_var_p95_ms", delay_var, "p95"))
     for name, block, key in blocks:
-        value = block.get(key) if isinstance(block, Mapping) else None
-        if isinstance(value, int | float):
+        value = block.get(key) if block is not None else None
+        if value is not None:
             out.append((name, float(value)))
-    if result.get("mode") == "openai":
-        first, headers, tpot = result.get("first_event_ms"), result.get("ttfb_ms"), result.get("tpot_ms")
-        if isinstance(first, int | float) and isinstance(headers, int | float):
-            out.append(("server_first_ms", max(0.0, float(first) - float(headers))))
-        if isinstance(tpot, int | float):
-            out.append(("tpot_ms", float(tpot)))
-    stalls, seconds = result.get("stalls"), result.get("duration_s")
-    if isinstance(stalls, int | float) and isinstance(seconds, int | float) and seconds > 0:
-        out += [("stalls", float(stalls)), ("stream_s", float(seconds))]
+    if result.mode == "openai":
+        first, headers, tpot = result.first_event_ms, result.ttfb_ms, result.tpot_ms
+        if first is not None and headers is not None:
+            out.append(("server_first_ms", max(0.0, first - headers)))
+        if tpot is not None:
+            out.append(("tpot_ms", tpot))
+    if result.duration_s > 0:
+        out += [("stalls", float(result.stalls)), ("stream_s", result.duration_s)]
     return out
 
 

@@ -9,14 +9,21 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from netprobe.store.envelopes import EnvelopeError, parse_envelope
+    from netprobe.store.envelopes import (
+        Envelope,
+        EnvelopeError,
+        parse_envelope,
+        parse_envelopes,
+        stored_envelope,
+    )
     from netprobe.store.events import LINE_MISMATCH, PATH_CHANGE, PathEvent
     from netprobe.store.rollups import HourRow, Rollup, WindowStats, merge_hours
     from netprobe.store.store import DEFAULT_RAW_RETENTION_DAYS, Store, WriteStats, open_store
     from netprobe.store.urls import default_db_url, display_url, normalise_url, state_dir
 
 _WHERE = {
-    "EnvelopeError": "envelopes", "parse_envelope": "envelopes",
+    "Envelope": "envelopes", "EnvelopeError": "envelopes", "parse_envelope": "envelopes",
+    "parse_envelopes": "envelopes", "stored_envelope": "envelopes",
     "LINE_MISMATCH": "events", "PATH_CHANGE": "events", "PathEvent": "events",
     "HourRow": "rollups", "Rollup": "rollups", "WindowStats": "rollups", "merge_hours": "rollups",
     "DEFAULT_RAW_RETENTION_DAYS": "store", "Store": "store", "WriteStats": "store", "open_store": "store",
@@ -27,6 +34,7 @@ __all__ = [
     "DEFAULT_RAW_RETENTION_DAYS",
     "LINE_MISMATCH",
     "PATH_CHANGE",
+    "Envelope",
     "EnvelopeError",
     "HourRow",
     "PathEvent",
@@ -40,7 +48,9 @@ __all__ = [
     "normalise_url",
     "open_store",
     "parse_envelope",
+    "parse_envelopes",
     "state_dir",
+    "stored_envelope",
 ]
 
 

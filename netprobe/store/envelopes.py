@@ -3,9 +3,10 @@ validator of netprobe.store.wire (derived from the probe's result type)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import islice
 from typing import Any
 
 from netprobe.errors import UsageError
@@ -20,13 +21,13 @@ class EnvelopeError(UsageError):
 @dataclass(frozen=True, slots=True)
 class Envelope:
     """One round as the store, the uplink and the sinks take it: the fields the store indexes, its
-    JSON (DESIGN §7) as a dict, and the typed result when this process measured it. Built by
-    envelope_of from a result (typed by construction) or by parse_envelope from the wire (validated)."""
+    JSON (DESIGN §7) as a dict, and its typed result. Built by envelope_of from a result this process
+    measured, by parse_envelope from the wire (validated), or by stored_envelope from the store's JSON."""
 
     id: str
     probe: str
     started_at: datetime
-    agent: dict[str, Any]
+    agent: dict[str, Any]                # declared fields first (None when absent), then any extras
     target: dict[str, Any]
     status: str
     sent: int
@@ -37,7 +38,19 @@ class Envelope:
     samples_ms: tuple[float, ...]        # received replies only
     raw: dict[str, Any]
     text: str | None = None              # the JSON text `raw` was parsed from, when known
-    result: ProbeResult | None = None    # the typed result, when this process measured it
+    # the typed result: the one measured here, or read from the JSON when first asked for (`result`)
+    _result: ProbeResult | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def result(self) -> ProbeResult:
+        """The round's result as its probe's record. Read from the JSON once, on first use: most
+        envelopes a collector takes are only indexed and rolled up, from the fields above."""
+        typed = self._result
+        if typed is None:
+            spec = REGISTRY.get(self.probe)
+            typed = (spec.result_type if spec is not None else ProbeResult).from_json(self.raw["result"])
+            object.__setattr__(self, "_result", typed)
+        return typed
 
 
 _AGENT_FIELDS = ("id", "region", "isp", "timezone")
@@ -67,17 +80,21 @@ def parse_envelope(data: Any, where: str = "envelope", text: str | None = None) 
         wire.check(data, spec.result_type if spec is not None else None)
     except wire.WireError as exc:
         raise EnvelopeError(f"{where}: {exc}") from None
-    return _record(data, text)
+    return stored_envelope(data, text)
 
 
-def envelope_of(result: ProbeResult, agent: Mapping[str, Any], target: Mapping[str, Any], *,
-                result_id: str | None = None, body: dict[str, Any] | None = None) -> Envelope:
-    """This process's own round: its result's to_dict() (`body`, when the caller has it) in an
-    envelope, not validated again — it is typed by construction; the wire edges check what others send."""
-    return _record(envelope(result, dict(agent), dict(target), result_id=result_id, body=body), None, result)
+def parse_envelopes(items: Sequence[Any], texts: Sequence[str] | None = None) -> list[Envelope]:
+    """Validate all or nothing; an error names the envelope's index in the batch. `texts`: each
+    item's JSON text, kept with it."""
+    if texts is not None and len(texts) != len(items):
+        raise ValueError(f"{len(texts)} texts for {len(items)} envelopes")
+    return [parse_envelope(item, f"envelope {i}", texts[i] if texts is not None else None)
+            for i, item in enumerate(items)]
 
 
-def _record(data: dict[str, Any], text: str | None, typed: ProbeResult | None = None) -> Envelope:
+def stored_envelope(data: dict[str, Any], text: str | None = None) -> Envelope:
+    """An envelope's JSON that was validated when it came in (parse_envelope's, or as the store holds
+    it) as an Envelope, not validated again; `text`: the JSON text it was parsed from."""
     result = data["result"]
     samples = result.get("samples_ms") or ()
     return Envelope(
@@ -87,16 +104,32 @@ def _record(data: dict[str, Any], text: str | None, typed: ProbeResult | None = 
         status=result["status"], sent=result.get("sent", 0), received=result.get("received", 0),
         duplicates=result.get("duplicates", 0), loss_pct=_real(result.get("loss_pct")),
         jitter_ms=_real(result.get("jitter_ms")),
-        samples_ms=tuple([float(v) for v in samples if v is not None]), raw=dict(data), text=text,
-        result=typed)
+        samples_ms=tuple([float(v) for v in samples if v is not None]), raw=dict(data), text=text)
 
 
-def parse_envelopes(items: Sequence[Any], texts: Sequence[str] | None = None) -> list[Envelope]:
-    """Validate all or nothing; an error names the envelope's index in the batch. `texts`: each
-    item's JSON text, kept with it. An item that is already an Envelope (validated by the caller, as
-    `db import` does line by line) is taken as it is."""
-    if texts is not None and len(texts) != len(items):
-        raise ValueError(f"{len(texts)} texts for {len(items)} envelopes")
-    return [item if type(item) is Envelope
-            else parse_envelope(item, f"envelope {i}", texts[i] if texts is not None else None)
-            for i, item in enumerate(items)]
+def envelope_of(result: ProbeResult, agent: dict[str, Any], target: dict[str, Any], *,
+                result_id: str | None = None, body: dict[str, Any] | None = None) -> Envelope:
+    """This process's own round: its result's to_dict() (`body`, when the caller has it) in an
+    envelope, not validated again — it is typed by construction; the wire edges check what others send.
+    The indexed fields are the typed result's own. `agent` and `target` are taken as they are, not
+    copied (the agent passes the same agent round after round; nothing changes them); written with
+    their declared fields first (as Config.agent_envelope and ProbeTarget.as_envelope write them),
+    they are the Envelope's too."""
+    raw = envelope(result, agent, target, result_id=result_id, body=body)
+    if not _declared_first(agent, _AGENT_FIELDS):
+        agent = _ref(agent, _AGENT_FIELDS)
+    if not _declared_first(target, _TARGET_FIELDS):
+        target = _ref(target, _TARGET_FIELDS)
+    # every probe's figures under the same names (a bare ProbeResult, a round that could not run,
+    # has none), as stored_envelope reads them from the JSON
+    samples: list[float | None] = getattr(result, "samples_ms", None) or []
+    return Envelope(
+        id=raw["id"], probe=result.probe, started_at=result.started_at.astimezone(UTC), agent=agent,
+        target=target, status=result.status, sent=getattr(result, "sent", 0),
+        received=getattr(result, "received", 0), duplicates=getattr(result, "duplicates", 0),
+        loss_pct=getattr(result, "loss_pct", None), jitter_ms=getattr(result, "jitter_ms", None),
+        samples_ms=tuple([v for v in samples if v is not None]), raw=raw, _result=result)
+
+
+def _declared_first(ref: dict[str, Any], fields: tuple[str, ...]) -> bool:
+    return tuple(islice(ref, len(fields))) == fields

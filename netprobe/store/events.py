@@ -29,8 +29,8 @@ _LABEL_MAX = 32                          # path_changes.label
 
 
 def route_probes() -> tuple[str, ...]:
-    """The probes whose rounds carry a route verdict (their specs' route_events): mtr."""
-    return tuple(name for name, spec in REGISTRY.items() if spec.route_events)
+    """The probes whose rounds carry a route verdict (their specs' route_of): mtr."""
+    return tuple(name for name, spec in REGISTRY.items() if spec.route_of is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +81,25 @@ class StoredPathEvent(PathEvent):
     id: int
 
 
+def route_of_envelope(env: Envelope) -> Route | None:
+    """The route of a usable round being stored, from its typed result (its probe's route_of); None
+    for another probe, a result in error, a destination not reached, or no usable path hash."""
+    spec = REGISTRY.get(env.probe)
+    if spec is None or spec.route_of is None:
+        return None
+    line = env.target.get("line")
+    seen = spec.route_of(env.result, line if isinstance(line, str) else None)
+    if seen is None or not 0 < len(seen.hash) <= _HASH_MAX:
+        return None
+    return Route(result_id=env.id, started_at=env.started_at, label=seen.label, hash=seen.hash,
+                 mismatch=seen.mismatch, asns=list(seen.asns), declared=seen.declared, hops=seen.hops)
+
+
 def route_of(result_id: str, started_at: datetime, envelope: Mapping[str, Any]) -> Route | None:
-    """The route of a usable mtr result; None for another probe, a result in error, a destination not
-    reached, or no path hash. Lenient about the shape: an odd route is unusable, never an error, so a
-    collector does not refuse envelopes an agent stored."""
+    """route_of_envelope of a stored round, read from its JSON as the database returns it (route
+    history, the fleet's detected lines; on PostgreSQL each hub cut down to its addresses). Lenient
+    about the shape: an odd route is unusable, never an error, so a collector does not refuse
+    envelopes an agent stored."""
     result = envelope.get("result")
     if envelope.get("probe") not in route_probes() or not isinstance(result, Mapping):
         return None
@@ -255,7 +270,7 @@ async def detect_new(conn: AsyncConnection, new: Sequence[Envelope]) -> list[Pat
         key = (str(env.agent["id"]), str(env.target["id"]))
         if env.probe in routed:
             new_mtr.setdefault(key, set()).add(env.id)
-        route = route_of(env.id, env.started_at, env.raw)
+        route = route_of_envelope(env)
         if route is not None:       # an unusable result never emits, so it needs no history either
             by_key.setdefault(key, []).append(route)
     new_ids = {env.id for env in new}

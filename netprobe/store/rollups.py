@@ -71,7 +71,7 @@ class Rollup:
             self._extend(min(env.samples_ms), max(env.samples_ms), sum(env.samples_ms), len(env.samples_ms))
         spec = REGISTRY.get(env.probe)
         if spec is not None and spec.rollup_extras is not None:
-            for name, value in spec.rollup_extras(env.raw.get("result") or {}):
+            for name, value in spec.rollup_extras(env.result):
                 self._add_extra(name, value, 1)
 
     def _add_extra(self, name: str, total: float, n: int) -> None:

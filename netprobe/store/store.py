@@ -26,7 +26,7 @@ from netprobe.errors import StorageError
 from netprobe.store import events, migrate, outbox, prefix_sql
 from netprobe.store import sketch as sketches
 from netprobe.store.engine import READ_ONLY, AsyncConnection, AsyncEngine, create_engine, mapped_errors
-from netprobe.store.envelopes import Envelope, parse_envelopes
+from netprobe.store.envelopes import Envelope, stored_envelope
 from netprobe.store.rollups import HourKey, HourRow, Rollup, WindowStats, hour_deltas, hour_of, merge_hours
 from netprobe.store.schema import (
     UTCDateTime,
@@ -294,8 +294,8 @@ def _sqlite_json(env: Envelope) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ResultRow:
-    """A stored round as Store.results reads it: its indexed columns, and the envelope as written
-    (JSON: it is what export and re-import hand on)."""
+    """A stored round as Store.results reads it: its indexed columns, and its envelope (typed, its JSON
+    as written in `envelope.raw`)."""
 
     id: str
     probe: str
@@ -303,7 +303,7 @@ class ResultRow:
     target_id: str
     started_at: datetime
     status: str
-    envelope: dict[str, Any]
+    envelope: Envelope
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,10 +346,6 @@ class Store:
         return self.url
 
     @property
-    def engine(self) -> AsyncEngine:
-        return self._engine
-
-    @property
     def dialect(self) -> str:
         return self._engine.dialect.name
 
@@ -384,29 +380,30 @@ class Store:
             return await conn.run_sync(migrate.current_revision)
 
     # -- writing ----------------------------------------------------------------------------------
-    async def write(self, envelopes: Sequence[Mapping[str, Any] | Envelope], *, outbox_cap: int | None = None,
-                    texts: Sequence[str] | None = None, source: str | None = None,
-                    bulk: bool = False) -> WriteStats:
+    async def write(self, envelopes: Sequence[Envelope], *, outbox_cap: int | None = None,
+                    source: str | None = None, bulk: bool = False) -> WriteStats:
         """Store result envelopes once each (by id); rolls up only the newly stored ones, atomically.
 
-        With `outbox_cap`, the newly stored ones also enter the upload outbox in the same transaction,
-        and the outbox is trimmed (oldest first) to that many rows. `texts`: each envelope's JSON text,
-        when the caller parsed it from that (PostgreSQL then stores the text rather than re-serialising).
-        `source`: instead, the JSON text of the whole array `envelopes` was parsed from, items in order.
-        An Envelope (parse_envelope's) is not validated again. Raises EnvelopeError (nothing stored) if
-        any envelope is malformed. `bulk`: a bulk load that can be run again (`db import`): on
-        PostgreSQL the new rows go in by COPY, and the commit does not wait for the WAL to reach the
-        disk (synchronous_commit off, this transaction only); what is stored is the same.
+        Envelopes only: JSON is validated where it comes in (parse_envelopes), the agent's own rounds
+        are typed by construction (envelope_of). With `outbox_cap`, the newly stored ones also enter
+        the upload outbox in the same transaction, and the outbox is trimmed (oldest first) to that
+        many rows. `source`: the JSON text of the whole array the envelopes were parsed from, items in
+        order (PostgreSQL then stores that text rather than re-serialising). `bulk`: a bulk load that
+        can be run again (`db import`): on PostgreSQL the new rows go in by COPY, and the commit does
+        not wait for the WAL to reach the disk (synchronous_commit off, this transaction only); what is
+        stored is the same.
         """
-        parsed = parse_envelopes(envelopes, texts)
         unique: dict[str, Envelope] = {}
         positions: dict[str, int] | None = {} if source is not None else None
-        for i, env in enumerate(parsed, 1):
+        for i, env in enumerate(envelopes, 1):
+            if type(env) is not Envelope:
+                raise TypeError(f"Store.write takes Envelopes (parse_envelopes, envelope_of), not "
+                                f"{type(env).__name__}")
             if env.id not in unique:
                 unique[env.id] = env
                 if positions is not None:
                     positions[env.id] = i
-        repeated = len(parsed) - len(unique)
+        repeated = len(envelopes) - len(unique)
         if not unique:
             return WriteStats(0, repeated)
         now = utc_now()
@@ -779,7 +776,9 @@ class Store:
         q = self._results_query(_RESULT_COLUMNS, agent_id, target_id, probe, start, end)
         q = q.order_by(c.started_at, c.id).limit(limit)
         async with self._read("reading results from") as conn:
-            return [ResultRow(i, p, a, t, s, st, dict(e)) for i, p, a, t, s, st, e in await conn.execute(q)]
+            rows = (await conn.execute(q)).all()
+        # stored rounds were validated when they came in (or are this agent's own): not again
+        return [ResultRow(i, p, a, t, s, st, stored_envelope(e)) for i, p, a, t, s, st, e in rows]
 
     async def path_events(self, agent_id: str | None = None, target_id: str | None = None,
                           kind: str | None = None, since: datetime | None = None

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="raw ICMP sockets need
 async def _rows(db: Path, target: str | None = None) -> list[dict[str, object]]:
     store = await open_store(f"sqlite:///{db}", upgrade=False)
     try:
-        return [r.envelope for r in await store.results("t-agent", target)]
+        return [r.envelope.raw for r in await store.results("t-agent", target)]
     finally:
         await store.close()
 

@@ -237,7 +237,7 @@ async def _read(db: Path) -> tuple[list[dict[str, Any]], Any]:
     store = await open_store(f"sqlite:///{db}", upgrade=False)
     try:
         now = datetime.now(UTC)
-        rows = [r.envelope for r in await store.results("lab-t")]
+        rows = [r.envelope.raw for r in await store.results("lab-t")]
         window = await store.window_stats("lab-t", "clean", "icmp", now - timedelta(hours=2),
                                           now + timedelta(hours=1))
         return rows, window
@@ -306,6 +306,6 @@ def test_agent_re_resolves_names_and_a_vanished_name_is_data(lab: LabState) -> N
 async def _results(db: Path, agent_id: str) -> list[dict[str, Any]]:
     store = await open_store(f"sqlite:///{db}", upgrade=False)
     try:
-        return [r.envelope for r in await store.results(agent_id)]
+        return [r.envelope.raw for r in await store.results(agent_id)]
     finally:
         await store.close()

@@ -315,7 +315,7 @@ async def _read_agent_db(db: Path) -> tuple[list[dict[str, Any]], list[dict[str,
         now = datetime.now(UTC)
         window = await store.window_stats("lab-mtr", "gia", "mtr", now - timedelta(hours=2),
                                           now + timedelta(hours=1))
-        return ([r.envelope for r in await store.results("lab-mtr")],
+        return ([r.envelope.raw for r in await store.results("lab-mtr")],
                 [asdict(e) for e in await store.path_events("lab-mtr")], window)
     finally:
         await store.close()

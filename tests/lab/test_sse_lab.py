@@ -171,6 +171,6 @@ async def _read(db: Path) -> tuple[list[dict[str, Any]], Any]:
         now = datetime.now(UTC)
         window = await store.window_stats("lab-sse", "clean", "sse", now - timedelta(hours=2),
                                           now + timedelta(hours=1))
-        return [r.envelope for r in await store.results("lab-sse")], window
+        return [r.envelope.raw for r in await store.results("lab-sse")], window
     finally:
         await store.close()

@@ -11,6 +11,7 @@ import pytest
 from netprobe.store import open_store
 from tests.support.path_events import CN2, CN2_ECMP, PathEventScenarios, brief, change, mtr_envelope, t
 from tests.support.pg import scratch_database
+from tests.support.store import connection, typed
 
 pytestmark = pytest.mark.postgres
 
@@ -32,11 +33,11 @@ def icu_pg_url() -> Iterator[str]:
 async def test_ties_order_by_id_as_python_does_whatever_the_collation(icu_pg_url: str) -> None:
     store = await open_store(icu_pg_url)
     try:
-        async with store.engine.connect() as conn:
+        async with connection(icu_pg_url) as conn:
             assert (await conn.exec_driver_sql("SELECT 'q1' < 'Q9'")).scalar() is True
-        await store.write([mtr_envelope(t(0), CN2, result_id="p"),
-                           mtr_envelope(t(5), CN2_ECMP, result_id="Q9")])
-        await store.write([mtr_envelope(t(5), CN2_ECMP, result_id="q1")])      # after Q9: the same path
+        await store.write(typed([mtr_envelope(t(0), CN2, result_id="p"),
+                                 mtr_envelope(t(5), CN2_ECMP, result_id="Q9")]))
+        await store.write(typed([mtr_envelope(t(5), CN2_ECMP, result_id="q1")]))  # after Q9: the same path
         assert brief(await store.path_events()) == [change(t(5), CN2, CN2_ECMP)]
     finally:
         await store.close()

@@ -13,7 +13,7 @@ from netprobe.errors import StorageError
 from netprobe.store import Store, open_store
 from netprobe.store.migrate import head_revision
 from tests.support.pg import scratch_database
-from tests.support.store import TABLES, icmp_envelope, schema_diff, table_names
+from tests.support.store import TABLES, connection, icmp_envelope, schema_diff, table_names, typed
 
 pytestmark = pytest.mark.postgres
 
@@ -27,20 +27,20 @@ async def store(pg_url: str) -> AsyncIterator[Store]:
     await s.close()
 
 
-async def test_migrations_up_down_up_and_match_the_models(store: Store) -> None:
+async def test_migrations_up_down_up_and_match_the_models(store: Store, pg_url: str) -> None:
     assert store.dialect == "postgresql"
-    async with store.engine.connect() as conn:
+    async with connection(pg_url) as conn:
         assert TABLES <= await conn.run_sync(table_names)
         assert await conn.run_sync(schema_diff) == []
     assert await store.downgrade("base") is None
-    async with store.engine.connect() as conn:
+    async with connection(pg_url) as conn:
         assert not (TABLES & await conn.run_sync(table_names))
     assert await store.upgrade() == head_revision()
     assert await store.upgrade() == head_revision()            # a second upgrade is a no-op
 
 
 async def test_write_replay_and_timestamps(store: Store) -> None:
-    envs = [icmp_envelope(T0 + timedelta(minutes=10 * i), [30.0 + i, 31.0, None]) for i in range(12)]
+    envs = typed(icmp_envelope(T0 + timedelta(minutes=10 * i), [30.0 + i, 31.0, None]) for i in range(12))
     assert (await store.write(envs)).accepted == 12
     before = await store.hourly("sh-ct-1", "hk-cn2", "icmp", T0, T0 + timedelta(hours=3))
     replay = await store.write(envs + envs[:2])
@@ -51,7 +51,7 @@ async def test_write_replay_and_timestamps(store: Store) -> None:
     assert all(r.hour.tzinfo is UTC for r in rows)
     assert [r.rounds for r in rows] == [6, 6] and rows[0].sent == 18 and rows[0].received == 12
     assert await store.count_results("sh-ct-1", "hk-cn2", "icmp", T0, T0 + timedelta(hours=1)) == 6
-    assert (await store.results(limit=1))[0].envelope == envs[0]
+    assert (await store.results(limit=1))[0].envelope.raw == envs[0].raw
     assert await store.enforce_retention(1, now=T0 + timedelta(days=1, minutes=35)) == 4
 
 
@@ -60,8 +60,8 @@ async def test_concurrent_writers_to_one_hour_lose_no_update(pg_url: str) -> Non
     with some batches replayed concurrently: the hour row counts every unique round exactly once."""
     a, b = await open_store(pg_url), await open_store(pg_url)
     try:
-        batches = [[icmp_envelope(T0 + timedelta(seconds=60 * i + j), [10.0 + j, 11.0, 12.0, None])
-                    for j in range(5)] for i in range(40)]
+        batches = [typed(icmp_envelope(T0 + timedelta(seconds=60 * i + j), [10.0 + j, 11.0, 12.0, None])
+                         for j in range(5)) for i in range(40)]
         jobs = [(a if i % 2 else b).write(batch) for i, batch in enumerate(batches)]
         jobs += [(b if i % 2 else a).write(batches[i]) for i in range(0, 40, 4)]    # replays, racing
         results = await asyncio.gather(*jobs)
@@ -92,8 +92,8 @@ async def test_bulk_writers_racing_to_one_hour_lose_no_update(pg_url: str) -> No
     falls back to the statements, and every unique round still counts exactly once."""
     a, b = await open_store(pg_url), await open_store(pg_url)
     try:
-        batches = [[icmp_envelope(T0 + timedelta(seconds=60 * i + j), [10.0 + j, 11.0, 12.0, None])
-                    for j in range(5)] for i in range(40)]
+        batches = [typed(icmp_envelope(T0 + timedelta(seconds=60 * i + j), [10.0 + j, 11.0, 12.0, None])
+                         for j in range(5)) for i in range(40)]
         jobs = [(a if i % 2 else b).write(batch, bulk=i % 3 != 0) for i, batch in enumerate(batches)]
         jobs += [(b if i % 2 else a).write(batches[i], bulk=True) for i in range(0, 40, 4)]
         results = await asyncio.gather(*jobs)
@@ -120,7 +120,7 @@ async def test_bulk_write_whose_copy_collides_stores_what_a_plain_write_does(
 
     from netprobe.store import store as store_module
 
-    envs = [icmp_envelope(T0 + timedelta(minutes=7 * i), [20.0 + i, None, 21.0]) for i in range(30)]
+    envs = typed(icmp_envelope(T0 + timedelta(minutes=7 * i), [20.0 + i, None, 21.0]) for i in range(30))
     span = (T0, T0 + timedelta(hours=5))
     with scratch_database() as url:
         plain = await open_store(url)

@@ -20,7 +20,7 @@ from netprobe.probes.results import envelope
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import LINE_MISMATCH, PATH_CHANGE, Store, open_store
 from netprobe.store.events import StoredPathEvent
-from tests.support.store import AGENT, TARGET, icmp_envelope
+from tests.support.store import AGENT, TARGET, icmp_envelope, typed
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
@@ -105,7 +105,7 @@ def mismatch(at: datetime, old: Trace | None, new: Trace) -> tuple[str, datetime
 async def write_each(store: Store, envs: Sequence[dict[str, Any]]) -> None:
     """One write per envelope, as the agent stores rounds."""
     for env in envs:
-        await store.write([env])
+        await store.write(typed([env]))
 
 
 class PathEventScenarios:
@@ -139,7 +139,7 @@ class PathEventScenarios:
                 "result_id": second["id"]}}
         assert event.detected_at.tzinfo is UTC
 
-        await store.write([third])
+        await store.write(typed([third]))
         events = await store.path_events()
         assert brief(events) == [change(t(5), CN2, GT), change(t(10), GT, CN2)]
         assert events[1].details["before"]["hops"] == event.details["after"]["hops"]
@@ -167,33 +167,33 @@ class PathEventScenarios:
             mtr_envelope(t(30), CN2),                   # same as the last usable one: no change
         ])
         assert await store.path_events() == []
-        await store.write([mtr_envelope(t(35), GT)])
+        await store.write(typed([mtr_envelope(t(35), GT)]))
         events = await store.path_events()
         assert brief(events) == [change(t(35), CN2, GT), mismatch(t(35), CN2, GT)]
         assert events[0].details["before"]["hash"] == h(CN2)
 
     async def test_the_baseline_is_found_past_many_unusable_rounds(self, store: Store) -> None:
         dark = [mtr_envelope(t(1 + i), GT, reached=False) for i in range(70)]
-        await store.write([mtr_envelope(t(0), CN2), *dark])
-        await store.write([mtr_envelope(t(100), CN2_ECMP)])
+        await store.write(typed([mtr_envelope(t(0), CN2), *dark]))
+        await store.write(typed([mtr_envelope(t(100), CN2_ECMP)]))
         assert brief(await store.path_events()) == [change(t(100), CN2, CN2_ECMP)]
         # with no usable round before at all, the first usable one is not a change
-        await store.write([mtr_envelope(t(1 + i), GT, reached=False, target="hk-2") for i in range(70)])
-        await store.write([mtr_envelope(t(100), CN2, target="hk-2")])
+        await store.write(typed(mtr_envelope(t(1 + i), GT, reached=False, target="hk-2") for i in range(70)))
+        await store.write(typed([mtr_envelope(t(100), CN2, target="hk-2")]))
         assert await store.path_events(target_id="hk-2") == []
 
     async def test_replays_and_repeats_create_no_second_event(self, store: Store) -> None:
         envs = [mtr_envelope(t(0), CN2), mtr_envelope(t(5), GT)]
-        await store.write(envs)
+        await store.write(typed(envs))
         before = await store.path_events()
         assert brief(before) == [change(t(5), CN2, GT), mismatch(t(5), CN2, GT)]
-        stats = await store.write([*envs, envs[1]])         # an uplink replay, one repeated in the batch
+        stats = await store.write(typed([*envs, envs[1]]))  # an uplink replay, one repeated in the batch
         assert (stats.accepted, stats.duplicates) == (0, 3)
-        await store.write([envs[1]])
+        await store.write(typed([envs[1]]))
         assert await store.path_events() == before
 
         # a batch of one new result and replayed old ones: only the new one can emit
-        await store.write([*envs, mtr_envelope(t(10), CN2)])
+        await store.write(typed([*envs, mtr_envelope(t(10), CN2)]))
         assert brief(await store.path_events()) == [*brief(before), change(t(10), GT, CN2)]
 
     async def test_a_shuffled_batch_gives_the_events_of_the_rounds_in_time_order(self, store: Store) -> None:
@@ -201,7 +201,7 @@ class PathEventScenarios:
         rounds = [mtr_envelope(t(5 * i), p, declared="cn2-gia", mismatch=False) for i, p in enumerate(paths)]
         shuffled = rounds[:]
         random.Random(3).shuffle(shuffled)
-        await store.write(shuffled)
+        await store.write(typed(shuffled))
         expected = [change(t(5), CN2, GT), change(t(15), GT, CN2), change(t(20), CN2, CN2_ECMP),
                     change(t(30), CN2_ECMP, C163), change(t(35), C163, CN2)]
         events = await store.path_events()
@@ -212,20 +212,20 @@ class PathEventScenarios:
         for name, batches in (("one-by-one", [[r] for r in rounds]),
                               ("batches", [rounds[2::-1], rounds[4:2:-1], rounds[:4:-1]])):
             for batch in batches:
-                await store.write([{**e, "id": f"{name}-{e['id']}", "target": {**TARGET, "id": name}}
-                                   for e in batch])
+                await store.write(typed({**e, "id": f"{name}-{e['id']}", "target": {**TARGET, "id": name}}
+                                        for e in batch))
             assert brief(await store.path_events(target_id=name)) == expected
 
     async def test_a_late_result_is_compared_with_the_round_before_it_in_time(self, store: Store) -> None:
         await write_each(store, [mtr_envelope(t(0), CN2), mtr_envelope(t(10), CN2)])
-        await store.write([mtr_envelope(t(5), GT, mismatch=False)])       # arrives after t(10)
+        await store.write(typed([mtr_envelope(t(5), GT, mismatch=False)]))       # arrives after t(10)
         assert brief(await store.path_events()) == [change(t(5), CN2, GT)]
 
     async def test_same_start_time_ties_are_ordered_by_id(self, store: Store) -> None:
         # code-point order: "Q9" < "q1" (a locale-aware collation would say the opposite)
-        await store.write([mtr_envelope(t(0), CN2, result_id="p"),
-                           mtr_envelope(t(5), CN2_ECMP, result_id="Q9")])
-        await store.write([mtr_envelope(t(5), CN2_ECMP, result_id="q1")])
+        await store.write(typed([mtr_envelope(t(0), CN2, result_id="p"),
+                                 mtr_envelope(t(5), CN2_ECMP, result_id="Q9")]))
+        await store.write(typed([mtr_envelope(t(5), CN2_ECMP, result_id="q1")]))
         assert brief(await store.path_events()) == [change(t(5), CN2, CN2_ECMP)]
 
     async def test_a_line_mismatch_is_one_event_until_it_clears(self, store: Store) -> None:
@@ -255,17 +255,17 @@ class PathEventScenarios:
             ["cn2-gt", "cn2-gt", "163"]
 
     async def test_targets_and_agents_are_independent(self, store: Store) -> None:
-        await store.write([
+        await store.write(typed([
             mtr_envelope(t(0), CN2, target="a"), mtr_envelope(t(1), GT, target="b", mismatch=False),
             mtr_envelope(t(2), CN2, target="b", agent="bj-cu-1"),
-        ])
-        await store.write([
+        ]))
+        await store.write(typed([
             mtr_envelope(t(5), GT, target="a", mismatch=False), mtr_envelope(t(6), GT, target="b",
                                                                                mismatch=False),
             mtr_envelope(t(7), GT, target="b", agent="bj-cu-1", mismatch=False),
-        ])
-        await store.write([mtr_envelope(t(10), GT, target="a", mismatch=False),
-                           mtr_envelope(t(11), CN2, target="b")])
+        ]))
+        await store.write(typed([mtr_envelope(t(10), GT, target="a", mismatch=False),
+                                 mtr_envelope(t(11), CN2, target="b")]))
         assert brief(await store.path_events(target_id="a")) == [change(t(5), CN2, GT)]
         assert brief(await store.path_events(target_id="b", agent_id="sh-ct-1")) == [change(t(11), GT, CN2)]
         assert brief(await store.path_events(agent_id="bj-cu-1")) == [change(t(7), CN2, GT)]
@@ -295,12 +295,13 @@ class PathEventScenarios:
 
             async def agent(i: int, tg: str) -> None:
                 for n, env in enumerate(rounds[tg]):
-                    await (a if (i + n) % 2 else b).write([env])
+                    await (a if (i + n) % 2 else b).write(typed([env]))
 
             await asyncio.gather(*(agent(i, tg) for i, tg in enumerate(targets)))
             # a new round plus the old ones, the same batch twice at once through both stores (two collectors)
             fresh = {tg: mtr_envelope(t(30), GT, target=tg, mismatch=False) for tg in targets}
-            await asyncio.gather(*(s.write([fresh[tg], *rounds[tg]]) for tg in targets for s in (a, b)))
+            await asyncio.gather(*(s.write(typed([fresh[tg], *rounds[tg]]))
+                                   for tg in targets for s in (a, b)))
             expected = [change(t(5), CN2, GT), change(t(15), GT, CN2), change(t(20), CN2, CN2_ECMP),
                         change(t(25), CN2_ECMP, CN2), change(t(30), CN2, GT)]
             for tg in targets:

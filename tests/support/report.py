@@ -22,6 +22,7 @@ from netprobe.probes.sse import SseResult
 from netprobe.probes.tcp import TcpResult
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import open_store
+from tests.support.store import typed
 
 NOW = datetime(2026, 3, 30, 10, 0, tzinfo=UTC)      # Berlin moved to CEST on 2026-03-29 at 01:00 UTC
 BERLIN_SPRING = datetime(2026, 3, 29, 1, 0, tzinfo=UTC)
@@ -226,7 +227,7 @@ async def write_all(url: str, envs: Sequence[dict[str, Any]], fold: bool = True)
     store = await open_store(url)
     try:
         for i in range(0, len(envs), 1000):
-            await store.write(envs[i:i + 1000])
+            await store.write(typed(envs[i:i + 1000]))
         if fold:
             stats = await store.fold_rollups()
             assert stats.rows > 0 and not stats.skipped

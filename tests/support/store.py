@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 
@@ -14,7 +15,10 @@ from sqlalchemy.engine import Connection
 from netprobe.probes.icmp import IcmpResult
 from netprobe.probes.results import envelope
 from netprobe.stats import jitter, loss_pct, rtt_stats
+from netprobe.store.engine import AsyncConnection, create_engine
+from netprobe.store.envelopes import Envelope, parse_envelopes
 from netprobe.store.schema import metadata
+from netprobe.store.urls import normalise_url
 
 TABLES = {"agents", "targets", "probe_results", "rollups_hourly", "rollups_prefix", "path_changes",
           "alert_states", "outbox"}
@@ -33,6 +37,24 @@ def icmp_envelope(started_at: datetime, samples: Sequence[float | None], *, agen
         samples_ms=list(samples))
     return envelope(result, {**AGENT, "id": agent or AGENT["id"]}, {**TARGET, "id": target or TARGET["id"]},
                     result_id=result_id)
+
+
+def typed(envelopes: Iterable[Mapping[str, Any]]) -> list[Envelope]:
+    """Envelopes built as JSON (the builders here) as Store.write takes them: each parsed once by the
+    wire validator, as the collector and `db import` take theirs."""
+    return parse_envelopes(list(envelopes))
+
+
+@asynccontextmanager
+async def connection(url: str) -> AsyncIterator[AsyncConnection]:
+    """A connection of its own to the database at `url`, for a test that reads tables directly (a Store
+    keeps its engine to itself); made as a store makes its own (netprobe.store.engine)."""
+    engine = create_engine(normalise_url(url))
+    try:
+        async with engine.connect() as conn:
+            yield conn
+    finally:
+        await engine.dispose()
 
 
 def table_names(conn: Connection) -> set[str]:

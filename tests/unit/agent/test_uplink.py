@@ -20,8 +20,8 @@ from aiohttp import web
 from netprobe.agent.uplink import Uplink, read_token
 from netprobe.config.agent import UplinkConfig
 from netprobe.errors import SetupError
-from netprobe.store import Store, open_store
-from tests.support.store import icmp_envelope
+from netprobe.store import Envelope, Store, open_store
+from tests.support.store import icmp_envelope, typed
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 Answer = Callable[[list[dict[str, Any]]], tuple[int, dict[str, Any]]]
@@ -70,16 +70,16 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
     await s.close()
 
 
-def rounds(n: int, start: int = 0) -> list[dict[str, Any]]:
-    return [icmp_envelope(T0 + timedelta(minutes=i), [10.0 + i % 3, 11.0], result_id=f"r{i:05d}")
-            for i in range(start, start + n)]
+def rounds(n: int, start: int = 0) -> list[Envelope]:
+    return typed(icmp_envelope(T0 + timedelta(minutes=i), [10.0 + i % 3, 11.0], result_id=f"r{i:05d}")
+                 for i in range(start, start + n))
 
 
 def cfg(url: str, **kw: Any) -> UplinkConfig:
     return UplinkConfig(url=url, token="s3cret", **{"retry_max": 0.2, "timeout": 5.0, **kw})
 
 
-async def stored(uplink: Uplink, store: Store, envs: list[dict[str, Any]]) -> None:
+async def stored(uplink: Uplink, store: Store, envs: list[Envelope]) -> None:
     stats = await store.write(envs, outbox_cap=uplink.cap)
     uplink.stored(stats.accepted, stats.outbox_dropped)
 

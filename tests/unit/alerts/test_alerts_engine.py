@@ -16,7 +16,7 @@ from netprobe.alerts.states import AlertState, step
 from netprobe.config.alerts import AlertRule
 from netprobe.store import Store, open_store
 from netprobe.store.schema import alert_states
-from tests.support.store import icmp_envelope
+from tests.support.store import connection, icmp_envelope, typed
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 SETTLE = 30.0
@@ -57,7 +57,8 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
 async def put(store: Store, minute: int, lost: int, target: str = "hk-cn2", n: int = 10) -> None:
     """One icmp round of `n` requests, `lost` of them lost, 10 s into the minute."""
     samples: list[float | None] = [None] * lost + [30.0 + i for i in range(n - lost)]
-    await store.write([icmp_envelope(T0 + minute * MINUTE + timedelta(seconds=10), samples, target=target)])
+    await store.write(typed([icmp_envelope(T0 + minute * MINUTE + timedelta(seconds=10), samples,
+                                           target=target)]))
 
 
 def engine(store: Store, rules: Sequence[AlertRule], sink: Recorder) -> AlertEngine:
@@ -65,7 +66,7 @@ def engine(store: Store, rules: Sequence[AlertRule], sink: Recorder) -> AlertEng
 
 
 async def rows(store: Store) -> list[dict[str, Any]]:
-    async with store.engine.connect() as conn:
+    async with connection(store.url) as conn:        # SQLite: its URL has no password to mask
         return [dict(r) for r in (await conn.execute(alert_states.select())).mappings()]
 
 

@@ -22,7 +22,7 @@ from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import Store, open_store
 from tests.support.path_events import CN2, GT, mtr_envelope
 from tests.support.pg import scratch_database
-from tests.support.store import AGENT, TARGET, icmp_envelope
+from tests.support.store import AGENT, TARGET, icmp_envelope, typed
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 W = timedelta(minutes=5)
@@ -60,9 +60,9 @@ class ValueScenarios:
         await s.close()
 
     async def test_loss_pct_over_the_windows_rounds(self, store: Store) -> None:
-        await store.write([icmp_envelope(t(0), [30.0, None, 31.0, None]),          # 2 of 4 lost
-                           icmp_envelope(t(4), [30.0] * 6),                          # 0 of 6
-                           icmp_envelope(t(5), [None] * 10)])                        # next window
+        await store.write(typed([icmp_envelope(t(0), [30.0, None, 31.0, None]),    # 2 of 4 lost
+                                 icmp_envelope(t(4), [30.0] * 6),                    # 0 of 6
+                                 icmp_envelope(t(5), [None] * 10)]))                 # next window
         got = await WindowReader(store, None).values("loss_pct", T0, T0 + W)
         assert got == {("sh-ct-1", "hk-cn2"): Value(20.0, "icmp")}                 # 100·2/10
         nxt = await WindowReader(store, "sh-ct-1").values("loss_pct", T0 + W, T0 + 2 * W)
@@ -70,9 +70,9 @@ class ValueScenarios:
         assert await WindowReader(store, "other-agent").values("loss_pct", T0, T0 + W) == {}
 
     async def test_icmp_is_preferred_and_mtr_path_loss_stands_in(self, store: Store) -> None:
-        await store.write([icmp_envelope(t(1), [30.0] * 10),                         # hk-cn2: icmp and mtr
-                           mtr_envelope(t(1), CN2, reached=False),                   # mtr: 100 % path loss
-                           mtr_envelope(t(2), CN2, target="mtr-only", reached=False)])
+        await store.write(typed([icmp_envelope(t(1), [30.0] * 10),                   # hk-cn2: icmp and mtr
+                                 mtr_envelope(t(1), CN2, reached=False),             # mtr: 100 % path loss
+                                 mtr_envelope(t(2), CN2, target="mtr-only", reached=False)]))
         got = await WindowReader(store, None).values("loss_pct", T0, T0 + W)
         assert got == {("sh-ct-1", "hk-cn2"): Value(0.0, "icmp"),
                        ("sh-ct-1", "mtr-only"): Value(100.0, "mtr")}
@@ -80,8 +80,8 @@ class ValueScenarios:
     async def test_rtt_p95_from_merged_sketches_and_tcp_as_the_last_resort(self, store: Store) -> None:
         rng = np.random.default_rng(7)
         rounds = [list(rng.lognormal(np.log(60), 0.3, 20)) for _ in range(5)]
-        await store.write([icmp_envelope(t(i), r) for i, r in enumerate(rounds)])
-        await store.write([tcp_envelope(t(1), [40.0, 42.0, None, 44.0], "tcp-only")])
+        await store.write(typed([icmp_envelope(t(i), r) for i, r in enumerate(rounds)]))
+        await store.write(typed([tcp_envelope(t(1), [40.0, 42.0, None, 44.0], "tcp-only")]))
         got = await WindowReader(store, None).values("rtt_p95_ms", T0, T0 + W)
         exact = float(np.percentile(np.concatenate(rounds), 95))
         icmp = got[("sh-ct-1", "hk-cn2")]
@@ -91,25 +91,25 @@ class ValueScenarios:
         assert tcp.probe == "tcp" and tcp.value is not None and 40.0 <= tcp.value <= 44.0 * 1.01
 
     async def test_rtt_of_a_window_with_nothing_received_is_no_value(self, store: Store) -> None:
-        await store.write([icmp_envelope(t(0), [None] * 5)])
+        await store.write(typed([icmp_envelope(t(0), [None] * 5)]))
         got = await WindowReader(store, None).values("rtt_p95_ms", T0, T0 + W)
         assert got == {("sh-ct-1", "hk-cn2"): Value(None, "icmp")}
 
     async def test_jitter_is_the_mean_of_the_rounds(self, store: Store) -> None:
-        await store.write([icmp_envelope(t(0), [30.0, 32.0, 30.0]),                  # jitter 2
-                           icmp_envelope(t(1), [30.0, 36.0])])                       # jitter 6
+        await store.write(typed([icmp_envelope(t(0), [30.0, 32.0, 30.0]),            # jitter 2
+                                 icmp_envelope(t(1), [30.0, 36.0])]))                # jitter 6
         got = await WindowReader(store, None).values("jitter_ms", T0, T0 + W)
         assert got == {("sh-ct-1", "hk-cn2"): Value(4.0, "icmp")}
 
     async def test_stalls_per_min_of_sse_streams(self, store: Store) -> None:
-        await store.write([sse_envelope(t(0), 1, 60.0), sse_envelope(t(2), 3, 60.0),
-                           sse_envelope(t(3), 9, 9.0, status="down")])               # not a stream
+        await store.write(typed([sse_envelope(t(0), 1, 60.0), sse_envelope(t(2), 3, 60.0),
+                                 sse_envelope(t(3), 9, 9.0, status="down")]))        # not a stream
         got = await WindowReader(store, None).values("stalls_per_min", T0, T0 + W)
         assert got == {("sh-ct-1", "hk-cn2"): Value(2.0, "sse")}                    # 4 stalls in 2 min
 
     async def test_route_events_count_per_window(self, store: Store) -> None:
-        await store.write([mtr_envelope(t(0), CN2), mtr_envelope(t(6), GT), mtr_envelope(t(11), GT),
-                           mtr_envelope(t(12), CN2, target="other")])
+        await store.write(typed([mtr_envelope(t(0), CN2), mtr_envelope(t(6), GT), mtr_envelope(t(11), GT),
+                                 mtr_envelope(t(12), CN2, target="other")]))
         reader = WindowReader(store, None)
         assert await reader.values("path_change", T0, T0 + W) == {("sh-ct-1", "hk-cn2"): Value(0.0, "mtr")}
         assert await reader.values("path_change", T0 + W, T0 + 2 * W) == \
@@ -159,12 +159,12 @@ async def test_engine_on_postgres_raises_once_and_survives_a_restart() -> None:
             engine = AlertEngine(store, [rule], sink, settle=30.0)
             await engine.evaluate_due(due(0))
             for m, rtt in ((1, 300.0), (6, 310.0), (11, 130.0)):           # bad, bad, between
-                await store.write([icmp_envelope(t(m), [rtt] * 5, agent="bj-cu-1")])
+                await store.write(typed([icmp_envelope(t(m), [rtt] * 5, agent="bj-cu-1")]))
             await engine.evaluate_due(due(15))
             assert [(n.state, n.agent, n.window_end) for n in sink.sent if not n.repeat] == \
                 [("firing", "bj-cu-1", t(10))]
             restarted = AlertEngine(store, [rule], sink, settle=30.0)
-            await store.write([icmp_envelope(t(16), [100.0] * 5, agent="bj-cu-1")])
+            await store.write(typed([icmp_envelope(t(16), [100.0] * 5, agent="bj-cu-1")]))
             await restarted.evaluate_due(due(20))
             assert [(n.state, n.window_end) for n in sink.sent if not n.repeat] == \
                 [("firing", t(10)), ("resolved", t(20))]

@@ -24,7 +24,7 @@ from netprobe.collector.tokens import Tokens, hash_token
 from netprobe.config.collector import CollectorConfig, parse_collector_config
 from netprobe.store import Store, open_store
 from tests.support.pg import scratch_database
-from tests.support.store import icmp_envelope
+from tests.support.store import connection, icmp_envelope
 
 T0 = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=2)
 AGENT = "sh-ct-1"
@@ -134,7 +134,7 @@ async def test_a_batch_is_stored_and_a_replay_is_all_duplicates(served: Served) 
     status, body, _ = await served.post(envs)
     assert (status, body) == (200, {"accepted": 50, "duplicates": 0, "expired": 0})
     assert await served.store.count_results(AGENT) == 50
-    stored = [r.envelope for r in await served.store.results(AGENT)]
+    stored = [r.envelope.raw for r in await served.store.results(AGENT)]
     assert [e["id"] for e in stored] == [e["id"] for e in envs] and stored[0] == envs[0]
     status, body, _ = await served.post(envs + batch(5, start=50))
     assert (status, body) == (200, {"accepted": 5, "duplicates": 50, "expired": 0})
@@ -177,8 +177,8 @@ async def test_revoked_and_rotated_tokens_are_refused(served: Served) -> None:
     assert "token" not in json.dumps([a.to_dict() for a in listed]).replace("token_", "")
 
 
-async def test_tokens_are_stored_hashed(served: Served) -> None:
-    async with served.store.engine.connect() as conn:
+async def test_tokens_are_stored_hashed(served: Served, db_url: str) -> None:
+    async with connection(db_url) as conn:
         rows = (await conn.exec_driver_sql("SELECT agent_id, token_hash FROM agent_tokens")).all()
     assert rows == [(AGENT, hash_token(served.token))] and served.token not in str(rows)
     assert len(served.token) >= 43

@@ -25,12 +25,12 @@ from netprobe.collector.body import Rejected, parse_request
 from netprobe.store import envelopes, open_store
 from netprobe.store import sketch as sketches
 from netprobe.store import store as store_module
-from netprobe.store.envelopes import EnvelopeError, parse_envelope
+from netprobe.store.envelopes import EnvelopeError, parse_envelope, parse_envelopes
 from netprobe.store.rollups import Rollup, accumulate, hour_deltas, key_of
 from netprobe.store.schema import agents, targets
 from tests.support.path_events import CN2, CN2_ECMP, mtr_envelope
 from tests.support.pg import scratch_database
-from tests.support.store import icmp_envelope
+from tests.support.store import connection, icmp_envelope, typed
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
@@ -319,7 +319,7 @@ async def test_written_rollups_equal_the_merge_of_each_batchs_rounds(any_url: st
     store = await open_store(any_url)
     try:
         for batch in batches:
-            await store.write(batch, bulk=bulk)
+            await store.write(typed(batch), bulk=bulk)
         got = await store.hourly(None, None, None, T0 - timedelta(days=400), T0 + timedelta(days=400))
     finally:
         await store.close()
@@ -414,8 +414,8 @@ async def test_source_path_stores_what_the_plain_path_stores(two_databases: tupl
             body = json.dumps(batch, indent=1).encode()
             parsed = parse_request(body)
             assert parsed.source is not None
-            got = await fast.write(parsed.data, source=parsed.source)
-            assert got == await plain.write(batch)
+            got = await fast.write(parse_envelopes(parsed.data, parsed.texts), source=parsed.source)
+            assert got == await plain.write(typed(batch))
         assert await fast.results() == await plain.results()
         end = T0 + timedelta(hours=3)
         rows = [await s.hourly(None, None, None, T0, end) for s in (fast, plain)]
@@ -429,8 +429,8 @@ async def test_source_path_stores_what_the_plain_path_stores(two_databases: tupl
         await plain.close()
 
 
-async def _seen(store: Any) -> dict[str, tuple[Any, Any]]:
-    async with store.engine.connect() as conn:
+async def _seen(url: str) -> dict[str, tuple[Any, Any]]:
+    async with connection(url) as conn:
         rows = (await conn.execute(select(agents.c.id, agents.c.region, agents.c.last_seen))).all()
         rows += (await conn.execute(select(targets.c.id, targets.c.host, targets.c.last_seen))).all()
     return {r[0]: (r[1], r[2]) for r in rows}
@@ -442,19 +442,19 @@ async def test_unchanged_agents_and_targets_are_not_rewritten_within_the_minute(
     with scratch_database() as url:
         store = await open_store(url)
         try:
-            await store.write([icmp_envelope(T0, [1.0], result_id="a")])
-            first = await _seen(store)
-            await store.write([icmp_envelope(T0 + timedelta(minutes=1), [1.0], result_id="b")])
-            assert await _seen(store) == first                    # within the minute: not rewritten
+            await store.write(typed([icmp_envelope(T0, [1.0], result_id="a")]))
+            first = await _seen(url)
+            await store.write(typed([icmp_envelope(T0 + timedelta(minutes=1), [1.0], result_id="b")]))
+            assert await _seen(url) == first                    # within the minute: not rewritten
             changed = icmp_envelope(T0 + timedelta(minutes=2), [1.0], result_id="c")
             changed["agent"]["region"] = "cn-north"
-            await store.write([changed])
-            now = await _seen(store)
+            await store.write(typed([changed]))
+            now = await _seen(url)
             assert now["sh-ct-1"][0] == "cn-north" and now["sh-ct-1"][1] > first["sh-ct-1"][1]
             assert now["hk-cn2"] == first["hk-cn2"]               # the target did not change
             monkeypatch.setattr(store_module, "REFS_REFRESH_S", 0.0)
-            await store.write([icmp_envelope(T0 + timedelta(minutes=3), [1.0], result_id="d")])
-            later = await _seen(store)
+            await store.write(typed([icmp_envelope(T0 + timedelta(minutes=3), [1.0], result_id="d")]))
+            later = await _seen(url)
             assert later["hk-cn2"][1] > first["hk-cn2"][1]      # a minute on: last_seen moves again
             assert later["sh-ct-1"][0] == "cn-east"
         finally:
@@ -472,10 +472,10 @@ async def test_a_rolled_back_write_leaves_no_row_assumed_written() -> None:
             bad = dataclasses.replace(good_one, raw=raw, text=None)
             with pytest.raises(Exception):  # noqa: B017  (a StorageError, whatever its wording)
                 await store.write([bad])
-            assert await _seen(store) == {}
+            assert await _seen(url) == {}
             good = icmp_envelope(T0, [1.0], result_id="a", target="new-target")
-            assert (await store.write([good])).accepted == 1       # the target row is created after all
-            assert set(await _seen(store)) == {"sh-ct-1", "new-target"}
+            assert (await store.write(typed([good]))).accepted == 1  # the target row is created after all
+            assert set(await _seen(url)) == {"sh-ct-1", "new-target"}
         finally:
             await store.close()
 
@@ -502,7 +502,7 @@ async def test_route_history_read_for_many_pairs_at_once_finds_the_same_events(t
         pg, lite = await open_store(url), await open_store(f"sqlite:///{tmp_path / 'lite.db'}")
         try:
             for batch in batches:
-                assert await pg.write(batch) == await lite.write(batch)
+                assert await pg.write(typed(batch)) == await lite.write(typed(batch))
             events = [[{k: v for k, v in asdict(e).items() if k != "id"} for e in await s.path_events()]
                       for s in (pg, lite)]
             assert events[0] == events[1] and len(events[0]) > 10

@@ -34,6 +34,7 @@ from netprobe.probes.icmp import IcmpResult
 from netprobe.probes.results import envelope
 from netprobe.probes.sse import SseSettings
 from netprobe.stats import jitter, loss_pct, rtt_stats
+from tests.support.store import typed
 
 FAST_LIVE = LiveSettings(count=3, interval=0.05, timeout=0.5, cycles=1, cycle_interval=0.1, tcp_count=3)
 
@@ -275,7 +276,7 @@ async def _write_db(path: Path, envs: list[dict[str, Any]]) -> str:
     url = f"sqlite:///{path}"
     store = await open_store(url)
     try:
-        await store.write(envs)
+        await store.write(typed(envs))
     finally:
         await store.close()
     return url

@@ -177,7 +177,7 @@ def test_db_import_takes_every_generation_and_names_lines_it_cannot(tmp_path: Pa
         try:
             rows: list[dict[str, Any]] = []
             for prb in ("atlas-6012", "atlas-6013", "atlas-21"):
-                rows += [r.envelope for r in await store.results(prb)]
+                rows += [r.envelope.raw for r in await store.results(prb)]
             return rows
         finally:
             await store.close()

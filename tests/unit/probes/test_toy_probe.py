@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,9 +68,8 @@ async def run(target: ProbeTarget, settings: ToySettings, ctx: ProbeContext) -> 
                      jitter_ms=jitter(samples), samples_ms=samples, widgets=float(target.port or 0))
 
 
-def extras(result: Mapping[str, Any]) -> list[tuple[str, float]]:
-    widgets = result.get("widgets")
-    return [("widgets", float(widgets))] if isinstance(widgets, int | float) else []
+def extras(result: ProbeResult) -> list[tuple[str, float]]:
+    return [("widgets", result.widgets)] if isinstance(result, ToyResult) else []
 
 
 SPEC = ProbeSpec(

@@ -14,6 +14,7 @@ from netprobe.store import Store, open_store
 from netprobe.store.fleet import detected_lines
 from tests.support.pg import scratch_database
 from tests.support.report import NOW, mtr
+from tests.support.store import typed
 
 AGENT = "sh-ct-1"
 SAMPLES: list[float | None] = [50.0, 51.0, 52.0]
@@ -52,13 +53,13 @@ def _envelopes() -> list[dict[str, Any]]:
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     if request.param == "sqlite":
         s = await open_store(f"sqlite:///{tmp_path / 'lines.db'}")
-        await s.write(_envelopes())
+        await s.write(typed(_envelopes()))
         yield s
         await s.close()
         return
     with scratch_database() as url:
         s = await open_store(url)
-        await s.write(_envelopes())
+        await s.write(typed(_envelopes()))
         yield s
         await s.close()
 

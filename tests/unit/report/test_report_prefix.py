@@ -16,6 +16,7 @@ from netprobe.store import open_store
 from netprobe.store.schema import rollups_prefix
 from tests.support.pg import scratch_database
 from tests.support.report import MTR_ONLY, NOW, _close, dataset, icmp, write_all
+from tests.support.store import connection, typed
 
 
 async def _report(url: str, **kw: Any) -> dict[str, Any]:
@@ -29,12 +30,8 @@ async def _report(url: str, **kw: Any) -> dict[str, Any]:
 async def _prefix_rows(url: str) -> int:
     from sqlalchemy import func, select
 
-    store = await open_store(url)
-    try:
-        async with store.engine.connect() as conn:
-            return int((await conn.execute(select(func.count()).select_from(rollups_prefix))).scalar_one())
-    finally:
-        await store.close()
+    async with connection(url) as conn:
+        return int((await conn.execute(select(func.count()).select_from(rollups_prefix))).scalar_one())
 
 
 CASES = [dict(days=1), dict(days=3), dict(days=7), dict(days=12), dict(days=30),
@@ -71,7 +68,7 @@ async def test_a_late_write_into_folded_hours_is_seen_at_once_and_folded_again(t
     for url in (hourly, folded):
         store = await open_store(url)
         try:
-            assert (await store.write([late])).accepted == 1
+            assert (await store.write(typed([late]))).accepted == 1
         finally:
             await store.close()
     assert await _prefix_rows(folded) < before          # that series' rows from that hour on are gone
@@ -110,7 +107,7 @@ async def test_series_newer_than_the_fold_are_read_from_their_hours(tmp_path: Pa
         for url in (hourly, folded):
             store = await open_store(url)
             try:
-                assert (await store.write(batch)).accepted == len(batch)
+                assert (await store.write(typed(batch))).accepted == len(batch)
             finally:
                 await store.close()
         await _same_both_ways(hourly, folded)
@@ -139,7 +136,7 @@ async def test_an_agent_that_changes_zone_is_read_in_its_new_zone_before_and_aft
     for url in (hourly, folded):
         store = await open_store(url)
         try:
-            assert (await store.write([moved])).accepted == 1
+            assert (await store.write(typed([moved]))).accepted == 1
         finally:
             await store.close()
     await _same_both_ways(hourly, folded)        # its rows are in the old zone: read from the hours

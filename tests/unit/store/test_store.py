@@ -15,34 +15,39 @@ from netprobe.errors import StorageError, UsageError
 from netprobe.stats import jitter
 from netprobe.store import EnvelopeError, Store, default_db_url, normalise_url, open_store, state_dir
 from netprobe.store.migrate import head_revision
-from tests.support.store import TABLES, icmp_envelope, schema_diff, table_names
+from tests.support.store import TABLES, connection, icmp_envelope, schema_diff, table_names, typed
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    s = await open_store(f"sqlite:///{tmp_path / 'sub' / 'netprobe.db'}")
+def url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'sub' / 'netprobe.db'}"
+
+
+@pytest.fixture
+async def store(url: str) -> AsyncIterator[Store]:
+    s = await open_store(url)
     yield s
     await s.close()
 
 
-async def test_migrations_up_down_up_and_match_the_models(store: Store) -> None:
-    async with store.engine.connect() as conn:
+async def test_migrations_up_down_up_and_match_the_models(store: Store, url: str) -> None:
+    async with connection(url) as conn:
         assert TABLES <= await conn.run_sync(table_names)
         assert await conn.run_sync(schema_diff) == []
     assert await store.revision() == head_revision()
     assert await store.downgrade("base") is None
-    async with store.engine.connect() as conn:
+    async with connection(url) as conn:
         assert not (TABLES & await conn.run_sync(table_names))
     assert await store.upgrade() == head_revision()
-    async with store.engine.connect() as conn:
+    async with connection(url) as conn:
         assert TABLES <= await conn.run_sync(table_names)
 
 
-async def test_sqlite_pragmas_and_directory_created(store: Store, tmp_path: Path) -> None:
+async def test_sqlite_pragmas_and_directory_created(store: Store, url: str, tmp_path: Path) -> None:
     assert (tmp_path / "sub" / "netprobe.db").is_file()
-    async with store.engine.connect() as conn:
+    async with connection(url) as conn:      # a connection as the store's engine makes them
         got = {p: (await conn.exec_driver_sql(f"PRAGMA {p}")).scalar()
                for p in ("journal_mode", "foreign_keys", "synchronous", "busy_timeout")}
     assert got["journal_mode"] == "wal" and got["foreign_keys"] == 1 and got["synchronous"] == 1
@@ -55,10 +60,10 @@ async def test_write_is_idempotent_and_rollups_are_not_doubled(store: Store) -> 
                           [rng.uniform(30, 60) if rng.random() > 0.1 else None for _ in range(20)],
                           duplicates=i % 2)
             for i in range(20)]
-    first = await store.write(envs)
+    first = await store.write(typed(envs))
     assert (first.accepted, first.duplicates) == (20, 0)
     rows_before = await store.hourly(None, None, "icmp", T0, T0 + timedelta(hours=4))
-    again = await store.write(envs[:10] + envs[:3])      # replay + repeats inside the batch
+    again = await store.write(typed(envs[:10] + envs[:3]))      # replay + repeats inside the batch
     assert (again.accepted, again.duplicates) == (0, 13)
     assert await store.count_results() == 20
     rows = await store.hourly(None, None, "icmp", T0, T0 + timedelta(hours=4))
@@ -80,14 +85,18 @@ async def test_write_is_idempotent_and_rollups_are_not_doubled(store: Store) -> 
         assert row.jitter_ms == pytest.approx(sum(jitters) / len(jitters))
     assert sum(r.rounds for r in rows) == 20
 
-    # stored envelopes are returned as written
-    back = [r.envelope for r in await store.results(probe="icmp")]
+    # stored envelopes are returned as written, typed
+    rows_back = await store.results(probe="icmp")
+    back = [r.envelope.raw for r in rows_back]
     assert [e["id"] for e in back] == [e["id"] for e in envs]
     assert back[3] == envs[3]
+    assert rows_back[3].envelope == typed([envs[3]])[0]
+    assert rows_back[3].envelope.result == typed([envs[3]])[0].result
 
 
 async def test_failed_rounds_are_counted_without_samples(store: Store) -> None:
-    await store.write([icmp_envelope(T0, [None] * 5), icmp_envelope(T0 + timedelta(minutes=1), [10.0, 12.0])])
+    await store.write(typed([icmp_envelope(T0, [None] * 5),
+                             icmp_envelope(T0 + timedelta(minutes=1), [10.0, 12.0])]))
     stats = await store.window_stats("sh-ct-1", "hk-cn2", "icmp", T0, T0 + timedelta(hours=1))
     assert stats is not None
     assert (stats.rounds, stats.error_rounds, stats.sent, stats.received) == (2, 1, 7, 2)
@@ -101,19 +110,21 @@ async def test_a_bad_envelope_rejects_the_whole_batch_naming_the_field(store: St
     bad = icmp_envelope(T0, [1.0])
     bad["started_at"] = "yesterday"
     with pytest.raises(EnvelopeError, match=r"envelope 1: started_at"):
-        await store.write([good, bad])
+        await store.write(typed([good, bad]))
     no_status = icmp_envelope(T0, [1.0])
     del no_status["result"]["status"]
     with pytest.raises(EnvelopeError, match=r"envelope 0: result\.status"):
-        await store.write([no_status])
+        await store.write(typed([no_status]))
     with pytest.raises(EnvelopeError, match="expected a JSON object"):
-        await store.write(["nope"])  # type: ignore[list-item]
+        await store.write(typed(["nope"]))  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="takes Envelopes"):    # JSON is validated where it comes in
+        await store.write([good])  # type: ignore[list-item]
     assert await store.count_results() == 0
 
 
 async def test_retention_deletes_raw_keeps_rollups_and_refuses_replays(store: Store) -> None:
     now = T0 + timedelta(days=20)
-    envs = [icmp_envelope(T0 + timedelta(days=d), [20.0, 21.0, 22.0]) for d in range(20)]
+    envs = typed(icmp_envelope(T0 + timedelta(days=d), [20.0, 21.0, 22.0]) for d in range(20))
     await store.write(envs)
     before = await store.window_stats(None, None, "icmp", T0, now)
     assert before is not None and before.rounds == 20
@@ -137,7 +148,7 @@ async def test_two_sqlite_writers_at_once_lose_nothing(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'c.db'}"
     a, b = await open_store(url), await open_store(url)
     try:
-        batches = [[icmp_envelope(T0 + timedelta(seconds=i * 10 + j), [5.0, 6.0]) for j in range(5)]
+        batches = [typed(icmp_envelope(T0 + timedelta(seconds=i * 10 + j), [5.0, 6.0]) for j in range(5))
                    for i in range(24)]
         results = await asyncio.gather(*(s.write(batch) for s, batch in
                                           zip([a, b] * 12, batches, strict=True)))

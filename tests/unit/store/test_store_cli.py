@@ -132,7 +132,7 @@ def test_db_import_maps_ripe_atlas_ping_and_traceroute(tmp_path: Path) -> None:
     async def rows() -> list[dict[str, object]]:
         store = await open_store(url)
         try:
-            return [r.envelope for r in await store.results("atlas-6012")]
+            return [r.envelope.raw for r in await store.results("atlas-6012")]
         finally:
             await store.close()
 

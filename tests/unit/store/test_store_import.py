@@ -24,6 +24,7 @@ from netprobe.store import open_store
 from netprobe.store.cli import IMPORT_BATCH, PROGRESS_BYTES
 from tests.support.pg import scratch_database
 from tests.support.report import dataset
+from tests.support.store import connection, typed
 
 # written at write time, not part of what was stored
 _WHEN = {"stored_at", "updated_at", "first_seen", "last_seen"}
@@ -108,7 +109,7 @@ async def _write_in_batches(url: str, envs: list[dict[str, Any]], batch: int) ->
     store = await open_store(url)
     try:
         for i in range(0, len(envs), batch):
-            await store.write(envs[i:i + batch])
+            await store.write(typed(envs[i:i + batch]))
     finally:
         await store.close()
 
@@ -125,23 +126,19 @@ def _value(v: Any) -> Any:
 async def _snapshot(url: str) -> dict[str, list[dict[str, Any]]]:
     """Every row of the stored tables (the rollups_* tables whatever they are), JSON text decoded,
     without write times and path_changes' serial id, in a stable order."""
-    store = await open_store(url, upgrade=False)
-    try:
-        async with store.engine.connect() as conn:
-            meta = MetaData()
-            await conn.run_sync(meta.reflect)
-            names = [n for n in sorted(meta.tables) if n in _TABLES or n.startswith("rollups")]
-            assert "rollups_hourly" in names
-            out: dict[str, list[dict[str, Any]]] = {}
-            for name in names:
-                table = meta.tables[name]
-                rows = [{k: _value(v) for k, v in row.items()
-                         if k not in _WHEN and not (name == "path_changes" and k == "id")}
-                        for row in (await conn.execute(select(table))).mappings()]
-                out[name] = sorted(rows, key=_order)
-            return out
-    finally:
-        await store.close()
+    async with connection(url) as conn:
+        meta = MetaData()
+        await conn.run_sync(meta.reflect)
+        names = [n for n in sorted(meta.tables) if n in _TABLES or n.startswith("rollups")]
+        assert "rollups_hourly" in names
+        out: dict[str, list[dict[str, Any]]] = {}
+        for name in names:
+            table = meta.tables[name]
+            rows = [{k: _value(v) for k, v in row.items()
+                     if k not in _WHEN and not (name == "path_changes" and k == "id")}
+                    for row in (await conn.execute(select(table))).mappings()]
+            out[name] = sorted(rows, key=_order)
+        return out
 
 
 def _order(row: dict[str, Any]) -> tuple[str, ...]:

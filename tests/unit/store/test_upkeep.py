@@ -13,7 +13,7 @@ import pytest
 
 from netprobe.store import Store, open_store
 from netprobe.store.upkeep import upkeep_loop
-from tests.support.store import icmp_envelope
+from tests.support.store import icmp_envelope, typed
 
 log = logging.getLogger("netprobe.test-upkeep")
 
@@ -36,7 +36,8 @@ async def _until(check: object, timeout: float = 10.0) -> None:
 async def test_a_pass_deletes_rounds_older_than_the_retention_asked_each_time(
         store: Store, caplog: pytest.LogCaptureFixture) -> None:
     now = datetime.now(UTC)
-    await store.write([icmp_envelope(now - timedelta(days=d, minutes=1), [20.0, 21.0]) for d in range(5)])
+    await store.write(typed(icmp_envelope(now - timedelta(days=d, minutes=1), [20.0, 21.0])
+                            for d in range(5)))
     retention = [10 * 86400.0]
     asked: list[float] = []
 

@@ -75,10 +75,16 @@ def _settings(body: Any, limits: TraceLimits) -> dict[str, Any]:
         raise ValueError(f"cycles: 1..{limits.max_cycles}")
     if not 0.1 <= interval <= 2.0:
         raise ValueError("interval: 0.1..2 s")
-    if body.get("mode", "icmp") not in ("icmp", "udp", "tcp"):
-        raise ValueError("mode: icmp, udp or tcp")
     return {"cycles": cycles, "interval": interval, "timeout": 2.0, "every": 10**7,
             **{k: body[k] for k in ("mode", "port", "max_hops") if k in body}}
+
+
+def _reason(exc: ValueError) -> str:
+    """One line naming the field: pydantic's own message starts with a count of errors."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in errors())
+    return str(exc).splitlines()[0]
 
 
 def requester(request: web.Request) -> tuple[str, int] | None:
@@ -111,7 +117,7 @@ async def handle_trace(request: web.Request) -> web.Response:
         options = _settings(json.loads(raw) if raw.strip() else {}, svc.limits)
         settings = MtrSettings.model_validate(options)
     except ValueError as exc:       # json's and pydantic's errors are ValueErrors
-        return _problem(400, str(exc).splitlines()[0])
+        return _problem(400, _reason(exc))
     peer = requester(request)
     if peer is None:
         return _problem(400, "the request's source address is not an IP address")

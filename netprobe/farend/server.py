@@ -7,11 +7,12 @@ import logging
 import signal
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from netprobe.errors import UsageError
+from netprobe.farend import tokens as token_file
 from netprobe.farend.chat import handle_chat
 from netprobe.farend.params import Limits
 from netprobe.farend.sse import handle_sse
@@ -20,6 +21,7 @@ from netprobe.lifecycle import Signals
 from netprobe.logs import log_event
 
 if TYPE_CHECKING:
+    from netprobe.farend.owd import ReflectorSocket
     from netprobe.farend.trace import TraceService
 
 __all__ = ["Limits", "make_app", "serve", "start"]
@@ -36,14 +38,12 @@ class _Reflector:
     with --udp, the owd socket. SIGHUP re-reads the file into both; a bad file keeps the old keys."""
 
     def __init__(self, tokens: Path) -> None:
-        from netprobe.farend import tokens as token_file
         from netprobe.farend.trace import TraceService
 
-        self._file = token_file
         self.tokens = tokens
         self.keys = token_file.load(tokens)
         self.trace = TraceService(self.keys.bearer)
-        self.owd: Any = None
+        self.owd: ReflectorSocket | None = None
 
     def listen_udp(self, udp: tuple[str, int]) -> None:
         from netprobe.farend.owd import Reflector, ReflectorSocket, bind
@@ -58,7 +58,7 @@ class _Reflector:
 
     def reload(self) -> None:
         try:
-            self.keys = self._file.load(self.tokens)
+            self.keys = token_file.load(self.tokens)
         except UsageError as exc:
             log_event(log, "warning", "reflector tokens not reloaded", error=str(exc))
             return

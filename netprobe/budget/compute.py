@@ -159,7 +159,8 @@ def candidate(row: PeakRow) -> Candidate | None:
         return None
     return Candidate(agent=row.agent, region=row.region or "", target=row.target,
                      datacenter=row.datacenter or "", line=row.line or "", rtt_p50_ms=p.rtt_p50_ms,
-                     rtt_p95_ms=p.rtt_p95_ms, delay_var_p50_ms=p.sse_delay_var_p50_ms,
-                     delay_var_p95_ms=p.sse_delay_var_p95_ms, gap_p95_ms=p.sse_gap_p95_ms,
-                     stalls_per_min=p.stalls_per_min, server_first_ms=p.sse_server_first_ms,
-                     tpot_ms=p.sse_tpot_ms)
+                     rtt_p95_ms=p.rtt_p95_ms, delay_var_p50_ms=p.figure("sse_delay_var_p50_ms"),
+                     delay_var_p95_ms=p.figure("sse_delay_var_p95_ms"),
+                     gap_p95_ms=p.figure("sse_gap_p95_ms"), stalls_per_min=p.figure("stalls_per_min"),
+                     server_first_ms=p.figure("sse_server_first_ms"),
+                     tpot_ms=p.figure("sse_tpot_ms"))

@@ -207,8 +207,8 @@ async def stored_floor(url: str, db: str | None, days: int, window: str) -> tupl
     return NetworkFloor(source="stored", method="peak", host=host, floor_ms=p.rtt_p95_ms,
                         rtt_p50_ms=p.rtt_p50_ms, loss_pct=p.loss_pct, jitter_ms=p.jitter_ms,
                         line=row.detected_line or row.line, rounds=p.rounds, days=days, window=window,
-                        agent=row.agent, target=row.target, delay_var_p50_ms=p.sse_delay_var_p50_ms,
-                        delay_var_p95_ms=p.sse_delay_var_p95_ms, notes=notes), ""
+                        agent=row.agent, target=row.target, delay_var_p50_ms=p.figure("sse_delay_var_p50_ms"),
+                        delay_var_p95_ms=p.figure("sse_delay_var_p95_ms"), notes=notes), ""
 
 
 async def _matching_targets(store: Store, url: str, host: str) -> set[str]:

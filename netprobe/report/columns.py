@@ -28,6 +28,10 @@ def ratio(v: float | None) -> str:
     return NONE if v is None else f"×{v:.2f}"
 
 
+def _rate(v: float | None) -> str:
+    return NONE if v is None else f"{v:.2f}"
+
+
 def worst(row: PeakRow) -> str:
     w = row.worst_hour
     return NONE if w is None else f"{w.hour:%m-%d %H:%M} {w.loss_pct:.2f}%"
@@ -68,9 +72,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("p95 ratio", lambda r: ratio(r.degradation.rtt_p95_ratio), terminal=False),
     Column("Δ loss%", lambda r: signed(r.degradation.loss_delta_pct)),
     Column("worst hour (local)", worst, numeric=False),
-    Column("tcp p95", lambda r: ms(r.peak.tcp_connect_p95_ms)),
-    Column("sse 1st p95", lambda r: ms(r.peak.sse_first_event_p95_ms)),
-    Column("stalls/min", lambda r: NONE if r.peak.stalls_per_min is None else f"{r.peak.stalls_per_min:.2f}"),
+    Column("tcp p95", lambda r: ms(r.peak.figure("tcp_connect_p95_ms"))),
+    Column("sse 1st p95", lambda r: ms(r.peak.figure("sse_first_event_p95_ms"))),
+    Column("stalls/min", lambda r: _rate(r.peak.figure("stalls_per_min"))),
     Column("rounds pk/off", lambda r: f"{r.peak.rounds}/{r.offpeak.rounds}"),
 )
 

@@ -50,15 +50,9 @@ class WindowFigures:
     hours: int                        # hour rows merged
     samples: int                      # RTT samples behind the quantiles
     # the probes' own figures (report_figures(): tcp_connect_p95_ms, sse_first_event_p95_ms,
-    # stalls_per_min, …), also readable as attributes; absent = None
+    # stalls_per_min, …), read with figure(); absent = None
     extra: Mapping[str, float | None] = field(default_factory=dict)
     merged: MergedHours | None = field(default=None, repr=False, compare=False)   # the merged RTT hours
-
-    def __getattr__(self, name: str) -> float | None:
-        # only called when `name` is not a field
-        if name in ("extra", "merged") or name.startswith("__") or name not in report_figures():
-            raise AttributeError(f"{type(self).__name__!r} has no figure {name!r}")
-        return self.extra.get(name)
 
     def figure(self, name: str) -> float | None:
         """A probe's figure by name (None where the window has none)."""

@@ -187,14 +187,14 @@ async def test_mtr_fallback_tcp_sse_and_detected_line(store: Store, envs: list[d
     hk = _row(rows, "sh-ct-1", "hk-cn2")
     assert hk.detected_line is None and hk.datacenter == "hk"
     tcp = expected(selected(envs, "sh-ct-1", "hk-cn2", "tcp", PEAK))
-    assert_quantile(hk.peak.tcp_connect_p95_ms, tcp.samples, 95)
+    assert_quantile(hk.peak.figure("tcp_connect_p95_ms"), tcp.samples, 95)
     sse = selected(envs, "sh-ct-1", "hk-cn2", "sse", PEAK)
     firsts = np.array([e["result"]["first_event_ms"] for e in sse])
-    assert_quantile(hk.peak.sse_first_event_p95_ms, firsts, 95)
-    assert hk.peak.stalls_per_min == pytest.approx(2 / 0.5)          # 2 stalls per 30 s stream at peak
-    assert hk.offpeak.stalls_per_min == 0.0
-    assert hk.peak.sse_delay_var_p95_ms == pytest.approx(5.0)
-    assert _row(rows, "sh-ct-1", "hk-bgp").peak.tcp_connect_p95_ms is None
+    assert_quantile(hk.peak.figure("sse_first_event_p95_ms"), firsts, 95)
+    assert hk.peak.figure("stalls_per_min") == pytest.approx(2 / 0.5)  # 2 stalls per 30 s stream at peak
+    assert hk.offpeak.figure("stalls_per_min") == 0.0
+    assert hk.peak.figure("sse_delay_var_p95_ms") == pytest.approx(5.0)
+    assert _row(rows, "sh-ct-1", "hk-bgp").peak.figure("tcp_connect_p95_ms") is None
 
 
 async def test_peak_only_gives_the_same_peak_figures(store: Store) -> None:

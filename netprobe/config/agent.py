@@ -41,6 +41,7 @@ from netprobe.config.loader import (
 from netprobe.errors import ConfigError
 from netprobe.net.lines import ClassificationConfig
 from netprobe.probes import REGISTRY, ProbeSettings, ProbeTarget
+from netprobe.probes.base import TargetOption
 
 _M = TypeVar("_M", bound=BaseModel)
 _FAMILIES = {"any": 0, "ipv4": socket.AF_INET, "ipv6": socket.AF_INET6}
@@ -243,16 +244,18 @@ class TargetConfig(StrictModel):
         # then the others (registry order), so two probes adding a port do not take each other's
         port: int | None = None
         url: str | None = None
+        options: dict[str, object] = {}
         order = [*(p for p in self.probes if p in REGISTRY), *(p for p in REGISTRY if p not in self.probes)]
         for probe in order:
             for o in REGISTRY[probe].target_options:
-                value = getattr(self, o.key)
+                value = options[o.key] = getattr(self, o.key)
                 if o.fills == "port" and port is None and isinstance(value, int):
                     port = value
                 elif o.fills == "url" and url is None and isinstance(value, str):
                     url = value
         return ProbeTarget(id=self.id, host=self.host.strip("[]"), port=port, url=url,
-                           datacenter=self.datacenter, line=self.line, family=_FAMILIES[self.family])
+                           datacenter=self.datacenter, line=self.line, family=_FAMILIES[self.family],
+                           options=options)
 
     @classmethod
     def key_order(cls) -> list[str]:
@@ -269,7 +272,13 @@ _TARGET_MODELS: dict[tuple[object, ...], type[TargetConfig]] = {}
 
 def target_model() -> type[TargetConfig]:
     """TargetConfig with the target options of every registered probe (built once per registry)."""
-    options = tuple(o for spec in REGISTRY.values() for o in spec.target_options)
+    by_key: dict[str, TargetOption] = {}
+    for spec in REGISTRY.values():
+        for o in spec.target_options:
+            if by_key.setdefault(o.key, o) is not o:
+                raise TypeError(f"target option {o.key!r} of probe {spec.name!r} is another probe's key; "
+                                "probes that share a key share its TargetOption")
+    options = tuple(by_key.values())
     model = _TARGET_MODELS.get(options)
     if model is None:
         fields: dict[str, Any] = {

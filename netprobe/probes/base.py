@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
@@ -59,7 +59,9 @@ class RoundSettings(ProbeSettings):
 
 @dataclass(frozen=True, slots=True)
 class ProbeTarget:
-    """What a probe aims at. `host` is a name or an address literal."""
+    """What a probe aims at. `host` is a name or an address literal; `port` and `url` are where on it,
+    for probes that aim at one. `options` holds every target option the config gave (TargetOption.key
+    → value), so a probe reads its own keys without ProbeTarget knowing them."""
 
     id: str
     host: str
@@ -68,6 +70,11 @@ class ProbeTarget:
     datacenter: str = ""
     line: str = ""
     family: int = 0  # 0 = any, socket.AF_INET, socket.AF_INET6
+    options: Mapping[str, object] = field(default_factory=dict, hash=False)
+
+    def option(self, key: str) -> object:
+        """A target option's value, None when the target has none."""
+        return self.options.get(key)
 
     def as_envelope(self) -> dict[str, Any]:
         return {"id": self.id, "host": self.host, "datacenter": self.datacenter, "line": self.line}
@@ -150,14 +157,16 @@ class ProbeCli:
 
 @dataclass(frozen=True, slots=True)
 class TargetOption:
-    """A `[[targets]]` key a probe adds (tcp_port, sse_url): its type and pydantic Field (default,
-    bounds, description), the ProbeTarget attribute it fills, and whether a target listing the probe
-    must set it. `check` validates a given value (raises ValueError naming the problem)."""
+    """A `[[targets]]` key a probe adds (tcp_port, sse_url, reflector): its type and pydantic Field
+    (default, bounds, description), whether a target listing the probe must set it, and the
+    ProbeTarget attribute it also fills, if any (every value is in ProbeTarget.options). Probes that
+    share a key (rmtr and owd: reflector) share the one TargetOption. `check` validates a given value
+    (raises ValueError naming the problem)."""
 
     key: str
     annotation: Any                   # a type as pydantic reads it (int, str | None, …)
     field: Any                        # pydantic FieldInfo
-    fills: Literal["port", "url"]     # the ProbeTarget attribute it sets
+    fills: Literal["port", "url"] | None = None
     required: bool = False
     check: Callable[[Any], Any] | None = None
 

@@ -96,7 +96,7 @@ enabled = false
     config = parse_config(text, source="t")
     assert config.targets[0].to_probe_target() == ProbeTarget(
         id="v6", host="2001:2::10", port=8443, url="https://tyo.example.net/sse", datacenter="tyo",
-        line="163", family=socket.AF_INET6)
+        line="163", family=socket.AF_INET6, options={"tcp_port": 8443, "sse_url": "https://tyo.example.net/sse"})
     assert config.targets[1].to_probe_target().family == socket.AF_INET
     assert config.agent_envelope() == {"id": "sh-ct-1", "region": "cn-east", "isp": "telecom",
                                        "timezone": "Asia/Shanghai"}

@@ -65,7 +65,8 @@ async def run(target: ProbeTarget, settings: ToySettings, ctx: ProbeContext) -> 
     got = [s for s in samples if s is not None]
     return ToyResult(probe="toy", host=target.host, started_at=utc_now(), status="ok", port=target.port or 0,
                      sent=len(samples), received=len(got), loss_pct=loss_pct(len(samples), len(got)),
-                     jitter_ms=jitter(samples), samples_ms=samples, widgets=float(target.port or 0))
+                     jitter_ms=jitter(samples), samples_ms=samples,
+                     widgets=float(target.port or 0) * float(str(target.option("toy_scale"))))
 
 
 def extras(result: ProbeResult) -> list[tuple[str, float]]:
@@ -75,7 +76,10 @@ def extras(result: ProbeResult) -> list[tuple[str, float]]:
 SPEC = ProbeSpec(
     name="toy", settings_model=ToySettings, run=run, result_type=ToyResult,
     target_options=(TargetOption(key="toy_port", annotation=int, fills="port",
-                                 field=Field(default=7, ge=1, le=65535, description="the toy's port")),),
+                                 field=Field(default=7, ge=1, le=65535, description="the toy's port")),
+                    # an option that fills no ProbeTarget slot: the probe reads it by key
+                    TargetOption(key="toy_scale", annotation=float,
+                                 field=Field(default=1.0, gt=0, description="widgets per port"))),
     rollup_extras=extras, rollup_figures=(RollupFigure("toy_widgets", "widgets"),),
     report=ReportRole(rtt_rank=5, figures=(("toy_widgets", "toy_widgets"), ("toy_p95_ms", "rtt_p95_ms")),
                       on_row=("toy_widgets",)),
@@ -106,6 +110,7 @@ host = "toy.invalid"
 datacenter = "lab"
 probes = ["toy"]
 toy_port = 42
+toy_scale = 0.5
 """
 
 
@@ -121,6 +126,8 @@ def test_toy_probe_runs_config_to_report(toy: None, tmp_path: Path) -> None:
     config = load_config(cfg)
     (target,) = config.targets
     assert target.option("toy_port") == 42 and target.to_probe_target().port == 42
+    assert {k: target.to_probe_target().options[k] for k in ("toy_port", "toy_scale")} == {
+        "toy_port": 42, "toy_scale": 0.5}
     assert isinstance(config.probe_settings(target, "toy"), ToySettings)
 
     started = time.monotonic()
@@ -139,9 +146,9 @@ def test_toy_probe_runs_config_to_report(toy: None, tmp_path: Path) -> None:
     assert peak["rounds"] >= 2
     assert peak["loss_pct"] == pytest.approx(25.0)               # one request of four lost, every round
     assert 20.0 * 0.98 <= peak["rtt_p50_ms"] <= 23.0 * 1.02      # samples 20, 21, 22 ms (sketch ±1 %)
-    assert peak["toy_widgets"] == pytest.approx(42.0)            # its rollup figure: the target's toy_port
+    assert peak["toy_widgets"] == pytest.approx(21.0)            # its rollup figure: toy_port × toy_scale
     assert peak["toy_p95_ms"] is not None and 20.0 * 0.98 <= peak["toy_p95_ms"] <= 22.0 * 1.02
-    assert row["toy_widgets"] == pytest.approx(42.0)             # repeated on the row, as its spec asks
+    assert row["toy_widgets"] == pytest.approx(21.0)             # repeated on the row, as its spec asks
 
 
 def test_toy_probe_settings_and_options_are_validated_by_config(toy: None, tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from netprobe.agent.scheduler import ProbeScheduler
 from netprobe.config.agent import Config, load_config
-from netprobe.errors import ConfigError
+from netprobe.errors import ConfigError, SetupError
 from netprobe.lifecycle import Alongside, Signals, background, closing
 from netprobe.logs import log_event, setup_logging
 from netprobe.net.resolve import Resolver
@@ -69,7 +69,9 @@ class StoreSink:
 
 
 def configure_context(ctx: ProbeContext, cfg: Config) -> None:
-    """Each probe's [probes.<name>] applied to the shared context (the ICMP engine's send cap, …)."""
+    """Each probe's [probes.<name>] applied to the shared context (the ICMP engine's send cap, …), and
+    the [reflector] token read (SetupError if its file cannot be)."""
+    ctx.reflector = cfg.reflector.auth()
     for name, spec in REGISTRY.items():
         if spec.configure is not None and name in cfg.probes:
             spec.configure(ctx, cfg.probes[name])
@@ -220,7 +222,6 @@ class Agent:
         if address is None:
             return None, None
         from netprobe.agent.metrics import Metrics, serve
-        from netprobe.errors import SetupError
 
         metrics = Metrics(pipeline.stats, uplink_stats=(lambda: uplink.stats) if uplink is not None else None)
         if alerts is not None:
@@ -256,6 +257,11 @@ class Agent:
             new = load_config(self.config_path)
         except ConfigError as exc:
             log_event(log, "error", "reload failed; keeping the running configuration", problems=exc.problems)
+            return
+        try:
+            new.reflector.auth()        # a token file gone missing keeps the running configuration too
+        except SetupError as exc:
+            log_event(log, "error", "reload failed; keeping the running configuration", problems=[str(exc)])
             return
         if new.storage.url != self.config.storage.url:
             log.warning("storage.url changed; restart the agent to switch databases")

@@ -41,7 +41,8 @@ from netprobe.config.loader import (
 from netprobe.errors import ConfigError
 from netprobe.net.lines import ClassificationConfig
 from netprobe.probes import REGISTRY, ProbeSettings, ProbeTarget
-from netprobe.probes.base import TargetOption
+from netprobe.probes.base import ReflectorAuth, TargetOption
+from netprobe.probes.reflector import KEY as REFLECTOR_KEY
 
 _M = TypeVar("_M", bound=BaseModel)
 _FAMILIES = {"any": 0, "ipv4": socket.AF_INET, "ipv6": socket.AF_INET6}
@@ -184,6 +185,37 @@ class UplinkConfig(StrictModel):
         return self
 
 
+class ReflectorConfig(StrictModel):
+    """[reflector]: how this agent authenticates to its targets' reflectors (`reflector = URL` on a
+    target; rmtr and owd, DESIGN §9). The token is the one `netprobe target add-agent` printed."""
+
+    token: str = Field(default="", description="the agent's reflector token (prefer token_file)", repr=False)
+    token_file: str = Field(default="", description="file holding the token (never logged)")
+    token_env: str = Field(default="", description="or the environment variable holding it")
+    clock_sync: bool = Field(default=False, description="true only when this agent's and the reflectors' "
+                             "clocks are NTP/PTP-synchronised: owd then gives absolute one-way delays")
+
+    @model_validator(mode="after")
+    def _one_token(self) -> ReflectorConfig:
+        given = [k for k in ("token", "token_file", "token_env") if getattr(self, k)]
+        if len(given) > 1:
+            raise ValueError(f"give one of token, token_file, token_env (got {', '.join(given)})")
+        return self
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.token or self.token_file or self.token_env)
+
+    def auth(self) -> ReflectorAuth | None:
+        """The token read now (SetupError naming the key if its file or variable fails); None if unset."""
+        from netprobe.config.secrets import read_secret
+
+        if not self.configured:
+            return None
+        token = read_secret("reflector", inline=self.token, file=self.token_file, env=self.token_env)
+        return ReflectorAuth(token=token, clock_sync=self.clock_sync)
+
+
 class TargetConfig(StrictModel):
     """One [[targets]] entry. Per-probe overrides ([targets.icmp] …) are held by Config, not here."""
 
@@ -236,8 +268,8 @@ class TargetConfig(StrictModel):
         return value
 
     def option(self, key: str) -> object:
-        """The value of a probe's target option (tcp_port, sse_url, …)."""
-        return getattr(self, key)
+        """The value of a probe's target option (tcp_port, sse_url, …); None for a key no probe adds."""
+        return getattr(self, key, None)
 
     def to_probe_target(self) -> ProbeTarget:
         # the probes' options fill ProbeTarget's slots (port, url): a probe it runs first, in its order,
@@ -300,6 +332,7 @@ class Config(StrictModel):
     metrics: MetricsConfig = MetricsConfig()
     influxdb: InfluxConfig = InfluxConfig()
     uplink: UplinkConfig = UplinkConfig()
+    reflector: ReflectorConfig = ReflectorConfig()
     classification: ClassificationConfig = ClassificationConfig()
     probes: Mapping[str, ProbeSettings] = Field(
         description="[probes.<name>] defaults, one entry per registered probe")
@@ -333,7 +366,7 @@ class Config(StrictModel):
 _SECTIONS: dict[str, type[BaseModel]] = {
     "agent": AgentConfig, "storage": StorageConfig, "resolver": ResolverConfig, "log": LogConfig,
     "geoip": GeoIPConfig, "classification": ClassificationConfig, "metrics": MetricsConfig,
-    "influxdb": InfluxConfig, "uplink": UplinkConfig,
+    "influxdb": InfluxConfig, "uplink": UplinkConfig, "reflector": ReflectorConfig,
 }
 _TOP_KEYS = (*_SECTIONS, "probes", "targets", "alerts", "notifiers")
 
@@ -366,14 +399,19 @@ def _build(data: dict[str, Any], problems: list[str]) -> Config | None:
     target_ids = [t["id"] for t in raw_targets if isinstance(t, dict) and isinstance(t.get("id"), str)] \
         if isinstance(raw_targets, list) else []
     alerts, notifiers = check_alerting(data, problems, target_ids)
+    reflector = sections.get("reflector")
+    users = [t.id for t in targets if t.option(REFLECTOR_KEY)]
+    if users and isinstance(reflector, ReflectorConfig) and not reflector.configured:
+        problems.append(f"reflector.token_file: targets {', '.join(users)} use a reflector; set token_file "
+                        "(or token_env, or token) to the token `netprobe target add-agent` printed")
 
     if problems:
         return None
     config = Config(agent=sections["agent"], storage=sections["storage"], resolver=sections["resolver"],
                     log=sections["log"], geoip=sections["geoip"], metrics=sections["metrics"],
                     influxdb=sections["influxdb"], uplink=sections["uplink"],
-                    classification=sections["classification"], probes=defaults, targets=tuple(targets),
-                    alerts=alerts, notifiers=notifiers)
+                    reflector=sections["reflector"], classification=sections["classification"],
+                    probes=defaults, targets=tuple(targets), alerts=alerts, notifiers=notifiers)
     config._effective.update(effective)
     return config
 

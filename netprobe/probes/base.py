@@ -80,6 +80,15 @@ class ProbeTarget:
         return {"id": self.id, "host": self.host, "datacenter": self.datacenter, "line": self.line}
 
 
+@dataclass(frozen=True, slots=True)
+class ReflectorAuth:
+    """How this agent authenticates to its targets' reflectors ([reflector], DESIGN §9), and whether
+    its clock and theirs are synchronised (owd's absolute one-way delays)."""
+
+    token: str = field(repr=False)
+    clock_sync: bool = False
+
+
 class ContextProvider(Protocol):
     def icmp_engine(self) -> IcmpEngine: ...
     @property
@@ -96,6 +105,7 @@ class ProbeContext:
     classifier: LineClassifier | None = None
     icmp_max_rate: float | None = None  # the ICMP engine's per-family send cap; None: its default
     tcp_slots: asyncio.Semaphore | None = None  # caps sockets open at once (CLI: the fd limit)
+    reflector: ReflectorAuth | None = None      # [reflector] (rmtr, owd); None: not configured
     _icmp: IcmpEngine | None = field(default=None, repr=False)
     _trace: TraceEngine | None = field(default=None, repr=False)
 

@@ -280,7 +280,9 @@ class TargetConfig(StrictModel):
         order = [*(p for p in self.probes if p in REGISTRY), *(p for p in REGISTRY if p not in self.probes)]
         for probe in order:
             for o in REGISTRY[probe].target_options:
-                value = options[o.key] = getattr(self, o.key)
+                value = getattr(self, o.key)
+                if value is not None:
+                    options[o.key] = value
                 if o.fills == "port" and port is None and isinstance(value, int):
                     port = value
                 elif o.fills == "url" and url is None and isinstance(value, str):

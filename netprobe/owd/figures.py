@@ -58,8 +58,8 @@ class OwdFigures:
             "ret_delay_var_ms": self.ret_delay_var.to_dict() if self.ret_delay_var else None,
             "fwd_ms": None if self.fwd_ms is None else round(self.fwd_ms, 3),
             "ret_ms": None if self.ret_ms is None else round(self.ret_ms, 3),
-            "reordered": {"fwd": self.reordered_fwd, "ret": self.reordered_ret},
-            "duplicates": {"fwd": self.duplicates_fwd, "ret": self.duplicates_ret},
+            "fwd_reordered": self.reordered_fwd, "ret_reordered": self.reordered_ret,
+            "fwd_duplicates": self.duplicates_fwd, "ret_duplicates": self.duplicates_ret,
         }
 
 

@@ -4,7 +4,7 @@ probe from its spec."""
 
 from __future__ import annotations
 
-from netprobe.probes import icmp, mtr, sse, tcp
+from netprobe.probes import icmp, mtr, owd, sse, tcp
 from netprobe.probes.base import ProbeContext, ProbeSettings, ProbeSpec, ProbeTarget
 from netprobe.probes.results import ProbeResult
 
@@ -13,6 +13,7 @@ REGISTRY: dict[str, ProbeSpec[ProbeSettings, ProbeResult]] = {spec.name: spec fo
     tcp.SPEC,
     mtr.SPEC,
     sse.SPEC,
+    owd.SPEC,
 )}
 
 __all__ = ["REGISTRY", "ProbeContext", "ProbeSettings", "ProbeSpec", "ProbeTarget"]

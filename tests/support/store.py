@@ -12,7 +12,10 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
+from netprobe.owd.client import Exchange, Reply
+from netprobe.owd.figures import figures as owd_figures
 from netprobe.probes.icmp import IcmpResult
+from netprobe.probes.owd import OwdResult
 from netprobe.probes.results import envelope
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store.engine import AsyncConnection, create_engine
@@ -37,6 +40,31 @@ def icmp_envelope(started_at: datetime, samples: Sequence[float | None], *, agen
         samples_ms=list(samples))
     return envelope(result, {**AGENT, "id": agent or AGENT["id"]}, {**TARGET, "id": target or TARGET["id"]},
                     result_id=result_id)
+
+
+def owd_envelope(started_at: datetime, *, sent: int = 10, fwd_lost: Sequence[int] = (3,),
+                 ret_lost: Sequence[int] = (7,), agent: str | None = None, target: str | None = None
+                 ) -> dict[str, Any]:
+    """An owd round as an agent makes it: its figures computed from an exchange with the reflector
+    (20 ms out, 30 ms back, the reflector holding each request 0.1 ms), some requests lost each way."""
+    ms = 1_000_000
+    t0 = int(started_at.timestamp()) * 1000 * ms
+    replies = []
+    for seq in range(sent):
+        if seq in fwd_lost or seq in ret_lost:
+            continue
+        t1 = t0 + seq * 100 * ms
+        t2 = t1 + 20 * ms + seq * ms // 10          # the way out grows 0.1 ms a request, ...
+        t3 = t2 + ms // 10
+        replies.append(Reply(seq, t1, t2, t3, t3 + 30 * ms + seq * ms // 5))   # ... the way back 0.2 ms
+    x = Exchange(sent=sent, replies=replies, seen_by_reflector=sent - len(fwd_lost), status_answered=True)
+    f = owd_figures(x)
+    result = OwdResult(
+        probe="owd", host=TARGET["host"], started_at=started_at, address="198.18.0.2", status="ok", port=8473,
+        sent=f.sent, received=f.received, loss_pct=f.loss_pct, fwd_loss_pct=f.fwd_loss_pct,
+        ret_loss_pct=f.ret_loss_pct, rtt_ms=f.rtt, jitter_ms=jitter(f.samples_ms),
+        fwd_delay_var_ms=f.fwd_delay_var, ret_delay_var_ms=f.ret_delay_var, samples_ms=list(f.samples_ms))
+    return envelope(result, {**AGENT, "id": agent or AGENT["id"]}, {**TARGET, "id": target or TARGET["id"]})
 
 
 def typed(envelopes: Iterable[Mapping[str, Any]]) -> list[Envelope]:

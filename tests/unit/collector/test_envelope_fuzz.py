@@ -30,7 +30,7 @@ from netprobe.store import open_store, parse_envelope
 from tests.support.path_events import CN2, error_envelope, mtr_envelope
 from tests.support.pg import scratch_database
 from tests.support.report import dataset
-from tests.support.store import icmp_envelope
+from tests.support.store import icmp_envelope, owd_envelope
 
 AGENT = "sh-ct-1"
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -44,7 +44,8 @@ _ZONES = available_timezones()
 def originals() -> list[dict[str, Any]]:
     """Valid envelopes of every registered probe, from this agent, within the retention horizon."""
     envs = [icmp_envelope(NOW - timedelta(hours=1), [10.5, None, 12.25, 11.0]),
-            mtr_envelope(NOW - timedelta(hours=1), CN2), error_envelope(NOW - timedelta(hours=1))]
+            mtr_envelope(NOW - timedelta(hours=1), CN2), error_envelope(NOW - timedelta(hours=1)),
+            owd_envelope(NOW - timedelta(hours=1))]
     seen: set[str] = set()
     for env in dataset(now=NOW, days=1):
         if env["probe"] not in seen:

@@ -7,9 +7,7 @@ import asyncio
 import json
 import re
 import signal
-import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,23 +16,9 @@ import pytest
 
 from netprobe.owd import packets
 from netprobe.owd.client import exchange
+from tests.support.farend import issue, running_reflector, target_cli
 
-
-def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "netprobe.cli", "target", *args]
-
-
-def issue(tokens: Path, agent: str) -> str:
-    out = subprocess.run(cli("add-agent", agent, "--tokens", str(tokens)), capture_output=True, text=True,
-                         timeout=60)
-    assert out.returncode == 0, out.stderr
-    return out.stdout.strip().splitlines()[-1]
-
-
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+cli = target_cli
 
 
 @pytest.fixture
@@ -44,19 +28,8 @@ def tokens(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def reflector(tokens: Path) -> Iterator[tuple[subprocess.Popen[str], int, str, int]]:
-    token = issue(tokens, "sh-ct-1")
-    port = free_udp_port()
-    args = cli("--listen", "127.0.0.1:0", "--udp", f"127.0.0.1:{port}", "--tokens", str(tokens))
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    lines = [proc.stderr.readline(), proc.stderr.readline()]
-    assert any("reflector listening" in line and f"udp=127.0.0.1:{port}" in line for line in lines), lines
-    http = re.search(r"url=http://127\.0\.0\.1:(\d+)", lines[0])
-    assert http, lines
-    yield proc, port, token, int(http.group(1))
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait(timeout=10)
+    with running_reflector(tokens) as r:
+        yield r.proc, r.udp, r.token, r.http
 
 
 def test_add_agent_stores_no_token(tokens: Path) -> None:

@@ -23,7 +23,7 @@ from netprobe.store.envelopes import envelope_of
 from tests.support.atlas import PINGS, TRACES
 from tests.support.path_events import CN2, error_envelope, mtr_envelope
 from tests.support.report import dataset
-from tests.support.store import icmp_envelope
+from tests.support.store import icmp_envelope, owd_envelope
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
@@ -34,7 +34,7 @@ def _read(result: dict[str, Any]) -> ProbeResult:
 
 def test_every_probes_json_reads_back_as_the_record_that_wrote_it() -> None:
     envs = [*dataset(days=1), mtr_envelope(T0, CN2), mtr_envelope(T0, CN2, reached=False), error_envelope(T0),
-            icmp_envelope(T0, [None, None])]
+            icmp_envelope(T0, [None, None]), owd_envelope(T0), owd_envelope(T0, fwd_lost=(), ret_lost=())]
     assert {e["probe"] for e in envs} == set(REGISTRY)
     for env in envs:
         record = _read(env["result"])

@@ -17,11 +17,12 @@ from collections import Counter, OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from netprobe.net import rxstamp
+from netprobe.net import pktinfo, rxstamp
 from netprobe.owd import packets
 from netprobe.owd.packets import BadPacket, Kind, Packet
 
 MAX_SEQ = 16384
+_ANC_SPACE = rxstamp.ANC_SPACE + pktinfo.ANC_SPACE
 
 
 @dataclass(slots=True)
@@ -131,6 +132,7 @@ class ReflectorSocket:
         self.sock = sock
         sock.setblocking(False)
         rxstamp.enable(sock)
+        self._pktinfo = pktinfo.enable(sock)
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(sock.fileno(), self._readable)
 
@@ -142,7 +144,7 @@ class ReflectorSocket:
     def _readable(self) -> None:
         for _ in range(64):             # then let the loop breathe
             try:
-                data, anc, flags, addr = self.sock.recvmsg(packets.SIZE + 1, rxstamp.ANC_SPACE)
+                data, anc, flags, addr = self.sock.recvmsg(packets.SIZE + 1, _ANC_SPACE)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:             # an ICMP error for an earlier reply: nothing to do
@@ -153,8 +155,12 @@ class ReflectorSocket:
                 continue
             reply = self.reflector.handle(data, t2, time.monotonic())
             if reply is not None:
+                # from the address the request went to: bound to a wildcard on a host of several
+                # addresses, the kernel would pick the source by route, and the agent's connected
+                # socket would drop the reply as a stranger's
+                source = pktinfo.reply_from(anc) if self._pktinfo else []
                 try:
-                    self.sock.sendto(reply, addr)
+                    self.sock.sendmsg([reply], source, 0, addr)
                 except OSError:         # the way back is down: the agent counts a return loss
                     self.reflector.bad["send"] += 1
 

@@ -61,6 +61,20 @@ async def test_loopback_round_sees_everything(host: str) -> None:
     assert refl.replies == 21 and not refl.bad             # 20 replies and the status
 
 
+@pytest.mark.parametrize(("wildcard", "asked"), [("0.0.0.0", "127.0.0.2"), ("::", "::1"), ("::", "127.0.0.3")])
+async def test_a_wildcard_reflector_answers_from_the_address_asked(wildcard: str, asked: str) -> None:
+    """Bound to every address, the reflector replies from the one the request went to: the agent's
+    socket is connected there and drops a reply from any other (127.0.0.1 would be the kernel's pick
+    for 127.0.0.2; an IPv4 request to a dual-stack socket alike)."""
+    refl = Reflector(KEYS)
+    srv = ReflectorSocket(refl, bind(wildcard, 0))
+    try:
+        x = await exchange((asked, srv.address[1]), KEY, count=5, interval=0.005, timeout=1.0)
+    finally:
+        srv.close()
+    assert len(x.replies) == 5 and x.status_answered and x.bad == 0 and x.error is None
+
+
 async def test_loss_is_told_apart_by_direction() -> None:
     refl = Dropping(lose_fwd={2, 5, 19}, lose_ret={7, 8})   # 19: the last request, after every reply
     srv = ReflectorSocket(refl, bind("127.0.0.1", 0))

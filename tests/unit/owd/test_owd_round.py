@@ -61,7 +61,8 @@ async def test_loopback_round_sees_everything(host: str) -> None:
     assert refl.replies == 21 and not refl.bad             # 20 replies and the status
 
 
-@pytest.mark.parametrize(("wildcard", "asked"), [("0.0.0.0", "127.0.0.2"), ("::", "::1"), ("::", "127.0.0.3")])
+@pytest.mark.parametrize(("wildcard", "asked"),
+                         [("0.0.0.0", "127.0.0.2"), ("::", "::1"), ("::", "127.0.0.3")])
 async def test_a_wildcard_reflector_answers_from_the_address_asked(wildcard: str, asked: str) -> None:
     """Bound to every address, the reflector replies from the one the request went to: the agent's
     socket is connected there and drops a reply from any other (127.0.0.1 would be the kernel's pick

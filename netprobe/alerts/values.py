@@ -7,9 +7,11 @@ Which rounds a metric reads: the first probe in its list that has rounds for tha
 window (so a target probed by icmp and mtr is judged on icmp, one probed only by mtr on mtr's path
 loss and destination RTT). The lists come from the probes' specs (alert_metrics, by rank); today:
 
-    loss_pct        icmp, mtr          100·(sent−received)/sent over the window's rounds
-    rtt_p95_ms      icmp, mtr, tcp     P95 of every RTT sample (tcp: connect time), merged DDSketch
-    jitter_ms       icmp, mtr, tcp     mean of the rounds' jitter
+    loss_pct        icmp, mtr, owd     100·(sent−received)/sent over the window's rounds
+    rtt_p95_ms      icmp, mtr, tcp, owd  P95 of every RTT sample (tcp: connect time), merged DDSketch
+    jitter_ms       icmp, mtr, tcp, owd  mean of the rounds' jitter
+    fwd_loss_pct    owd                requests the reflector never saw, over every request sent
+    ret_loss_pct    owd                replies that never came back, over every request sent
     stalls_per_min  sse                stalls over streamed minutes
     path_change     mtr                route events detected in the window (0 when mtr ran, none)
     line_mismatch   mtr                  "

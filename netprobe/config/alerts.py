@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BeforeValidator,
     Field,
     ValidationInfo,
@@ -23,17 +24,31 @@ from netprobe.config.durations import Duration
 from netprobe.config.loader import validate_model
 from netprobe.config.secrets import read_secret
 
-Metric = Literal["loss_pct", "rtt_p95_ms", "jitter_ms", "stalls_per_min", "path_change", "line_mismatch"]
 Op = Literal[">", ">=", "<", "<="]
 Kind = Literal["webhook", "alertmanager", "feishu", "dingtalk", "wecom", "log"]
-METRICS: tuple[str, ...] = ("loss_pct", "rtt_p95_ms", "jitter_ms", "stalls_per_min", "path_change",
-                            "line_mismatch")
 SIGNED = ("dingtalk", "feishu")              # kinds whose bots can require a signature
 WITH_HEADERS = ("webhook", "alertmanager")   # kinds that take extra HTTP headers
 _GLOB = re.compile(r"[*?\[]")
 
 
 Name = Ident          # alert and notifier names follow the id rule
+
+
+def metrics() -> list[str]:
+    """The alert metrics the registered probes provide (their specs' alert_metrics), in registry order."""
+    from netprobe.probes import REGISTRY
+
+    return list(dict.fromkeys(m.name for spec in REGISTRY.values() for m in spec.alert_metrics))
+
+
+def _known_metric(value: str) -> str:
+    known = metrics()
+    if value not in known:
+        raise ValueError(f"Input should be {', '.join(repr(m) for m in known)}")
+    return value
+
+
+Metric = Annotated[str, AfterValidator(_known_metric)]
 
 
 class AlertRule(StrictModel):

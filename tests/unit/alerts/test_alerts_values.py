@@ -22,7 +22,7 @@ from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import Store, open_store
 from tests.support.path_events import CN2, GT, mtr_envelope
 from tests.support.pg import scratch_database
-from tests.support.store import AGENT, TARGET, icmp_envelope, typed
+from tests.support.store import AGENT, TARGET, icmp_envelope, owd_envelope, typed
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 W = timedelta(minutes=5)
@@ -106,6 +106,16 @@ class ValueScenarios:
                                  sse_envelope(t(3), 9, 9.0, status="down")]))        # not a stream
         got = await WindowReader(store, None).values("stalls_per_min", T0, T0 + W)
         assert got == {("sh-ct-1", "hk-cn2"): Value(2.0, "sse")}                    # 4 stalls in 2 min
+
+    async def test_loss_per_direction_from_owd_rounds(self, store: Store) -> None:
+        await store.write(typed([owd_envelope(t(0), sent=10, fwd_lost=(1, 2), ret_lost=(5,)),
+                                 owd_envelope(t(1), sent=30, fwd_lost=(), ret_lost=(3, 4, 6))]))
+        reader = WindowReader(store, None)
+        # lost requests over all sent in the window: 2/40 out, 4/40 back (not the mean of the rounds)
+        assert await reader.values("fwd_loss_pct", T0, T0 + W) == {("sh-ct-1", "hk-cn2"): Value(5.0, "owd")}
+        assert await reader.values("ret_loss_pct", T0, T0 + W) == {("sh-ct-1", "hk-cn2"): Value(10.0, "owd")}
+        # and owd stands in for a target no icmp or mtr measured
+        assert await reader.values("loss_pct", T0, T0 + W) == {("sh-ct-1", "hk-cn2"): Value(15.0, "owd")}
 
     async def test_route_events_count_per_window(self, store: Store) -> None:
         await store.write(typed([mtr_envelope(t(0), CN2), mtr_envelope(t(6), GT), mtr_envelope(t(11), GT),

@@ -218,6 +218,19 @@ RouteOf = Callable[[ProbeResult, str | None], RouteSeen | None]
 
 
 @dataclass(frozen=True, slots=True)
+class ReportColumn:
+    """A column of the report's table, Markdown and HTML: `figure` (one of the role's report fields)
+    of the peak window, printed as ms, % or a rate. `when_measured`: shown only when some row has
+    it; `terminal`: False keeps it out of the terminal table (HTML and Markdown show it)."""
+
+    head: str
+    figure: str
+    unit: Literal["ms", "pct", "rate"] = "ms"
+    when_measured: bool = False
+    terminal: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class ReportRole:
     """What a probe gives the peak report. `rtt_rank`: it can be a row's RTT source (0 first; a
     higher rank only where no lower one measured the target). `figures`: (report field, rollup
@@ -226,6 +239,7 @@ class ReportRole:
     rtt_rank: int | None = None
     figures: tuple[tuple[str, str], ...] = ()
     on_row: tuple[str, ...] = ()      # of `figures`, those a row repeats at its top level (peak's)
+    columns: tuple[ReportColumn, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from netprobe.probes.base import (
     ProbeContext,
     ProbeSpec,
     ProbeTarget,
+    ReportColumn,
     ReportRole,
     RollupFigure,
     RoundSettings,
@@ -166,4 +167,9 @@ SPEC = ProbeSpec(
         ("fwd_loss_pct", "fwd_loss_pct"), ("ret_loss_pct", "ret_loss_pct"),
         ("fwd_delay_var_p50_ms", "fwd_delay_var_p50_ms"), ("fwd_delay_var_p95_ms", "fwd_delay_var_p95_ms"),
         ("ret_delay_var_p50_ms", "ret_delay_var_p50_ms"), ("ret_delay_var_p95_ms", "ret_delay_var_p95_ms"),
-        ("fwd_ms", "fwd_ms"), ("ret_ms", "ret_ms"), ("owd_rtt_p95_ms", "rtt_p95_ms"))))
+        ("fwd_ms", "fwd_ms"), ("ret_ms", "ret_ms"), ("owd_rtt_p95_ms", "rtt_p95_ms")),
+        # where the peak's loss and jitter happen: shown once some target has owd rounds
+        columns=(ReportColumn("fwd loss%", "fwd_loss_pct", "pct", when_measured=True),
+                 ReportColumn("ret loss%", "ret_loss_pct", "pct", when_measured=True),
+                 ReportColumn("fwd var p95", "fwd_delay_var_p95_ms", when_measured=True),
+                 ReportColumn("ret var p95", "ret_delay_var_p95_ms", when_measured=True))))

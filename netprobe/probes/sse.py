@@ -25,6 +25,7 @@ from netprobe.probes.base import (
     ProbeSettings,
     ProbeSpec,
     ProbeTarget,
+    ReportColumn,
     ReportRole,
     RollupFigure,
     TargetOption,
@@ -417,4 +418,6 @@ SPEC = ProbeSpec(name="sse", settings_model=SseSettings, run=run, result_type=Ss
                      ("sse_delay_var_p95_ms", "delay_var_p95_ms"),
                      ("sse_delay_var_p50_ms", "delay_var_p50_ms"),
                      ("sse_gap_p95_ms", "gap_p95_ms"), ("sse_server_first_ms", "server_first_ms"),
-                     ("sse_tpot_ms", "tpot_ms")), on_row=("sse_first_event_p95_ms", "stalls_per_min")))
+                     ("sse_tpot_ms", "tpot_ms")), on_row=("sse_first_event_p95_ms", "stalls_per_min"),
+                     columns=(ReportColumn("sse 1st p95", "sse_first_event_p95_ms"),
+                              ReportColumn("stalls/min", "stalls_per_min", "rate"))))

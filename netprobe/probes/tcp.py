@@ -26,6 +26,7 @@ from netprobe.probes.base import (
     ProbeContext,
     ProbeSpec,
     ProbeTarget,
+    ReportColumn,
     ReportRole,
     RoundSettings,
     TargetOption,
@@ -229,4 +230,5 @@ SPEC = ProbeSpec(name="tcp", settings_model=TcpSettings, run=run, result_type=Tc
                  target_options=(PORT_OPTION,),
                  alert_metrics=(AlertMetric("rtt_p95_ms", rank=2), AlertMetric("jitter_ms", rank=2)),
                  report=ReportRole(figures=(("tcp_connect_p95_ms", "rtt_p95_ms"),),
+                                   columns=(ReportColumn("tcp p95", "tcp_connect_p95_ms"),),
                                    on_row=("tcp_connect_p95_ms",)))

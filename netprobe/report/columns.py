@@ -3,8 +3,11 @@ JSON keeps full precision)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from netprobe.probes import REGISTRY
+from netprobe.probes.base import ReportColumn
 
 from .peak import PeakReport
 from .rows import PeakRow
@@ -72,11 +75,22 @@ COLUMNS: tuple[Column, ...] = (
     Column("p95 ratio", lambda r: ratio(r.degradation.rtt_p95_ratio), terminal=False),
     Column("Δ loss%", lambda r: signed(r.degradation.loss_delta_pct)),
     Column("worst hour (local)", worst, numeric=False),
-    Column("tcp p95", lambda r: ms(r.peak.figure("tcp_connect_p95_ms"))),
-    Column("sse 1st p95", lambda r: ms(r.peak.figure("sse_first_event_p95_ms"))),
-    Column("stalls/min", lambda r: _rate(r.peak.figure("stalls_per_min"))),
-    Column("rounds pk/off", lambda r: f"{r.peak.rounds}/{r.offpeak.rounds}"),
 )
+_ROUNDS = Column("rounds pk/off", lambda r: f"{r.peak.rounds}/{r.offpeak.rounds}")
+_UNITS: dict[str, Callable[[float | None], str]] = {"ms": ms, "pct": pct, "rate": _rate}
+
+
+def _probe_column(c: ReportColumn) -> Column:
+    fmt = _UNITS[c.unit]
+    return Column(c.head, lambda r: fmt(r.peak.figure(c.figure)), terminal=c.terminal)
+
+
+def columns(rows: Sequence[PeakRow]) -> list[Column]:
+    """The common columns, then each probe's (its spec's ReportRole.columns, registry order; one
+    `when_measured` only if some row has it), then the round counts."""
+    probe = [c for spec in REGISTRY.values() for c in spec.report.columns
+             if not c.when_measured or any(r.peak.figure(c.figure) is not None for r in rows)]
+    return [*COLUMNS, *map(_probe_column, probe), _ROUNDS]
 
 
 def title(report: PeakReport) -> str:

@@ -7,7 +7,7 @@ from html import escape
 from netprobe.times import iso
 
 from . import svg
-from .columns import COLUMNS, empty_message, title
+from .columns import columns, empty_message, title
 from .line_comparison import compare_lines
 from .peak import PeakReport
 from .ranking import RULE
@@ -30,11 +30,12 @@ def _e(text: str) -> str:
 
 
 def _table(report: PeakReport) -> str:
-    head = "".join(f"<th>{_e(c.head)}</th>" for c in COLUMNS)
+    shown = columns(report.rows)
+    head = "".join(f"<th>{_e(c.head)}</th>" for c in shown)
     body = []
     for row in report.rows:
         cells = "".join(f'<td class="num">{_e(c.cell(row))}</td>' if c.numeric
-                        else f"<td>{_e(c.cell(row))}</td>" for c in COLUMNS)
+                        else f"<td>{_e(c.cell(row))}</td>" for c in shown)
         cls = ' class="mismatch"' if row.line_mismatch else ""
         body.append(f"<tr{cls}>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .columns import COLUMNS, empty_message, title
+from .columns import columns, empty_message, title
 from .peak import PeakReport
 
 
@@ -16,8 +16,9 @@ def markdown(report: PeakReport) -> str:
         lines += [f"> {_cell(report.note)}", ""]
     if not report.rows:
         return "\n".join([*lines, _cell(empty_message(report)), ""])
-    lines.append("| " + " | ".join(c.head for c in COLUMNS) + " |")
-    lines.append("|" + "|".join("---:" if c.numeric else "---" for c in COLUMNS) + "|")
-    lines += ["| " + " | ".join(_cell(c.cell(r)) for c in COLUMNS) + " |" for r in report.rows]
+    shown = columns(report.rows)
+    lines.append("| " + " | ".join(c.head for c in shown) + " |")
+    lines.append("|" + "|".join("---:" if c.numeric else "---" for c in shown) + "|")
+    lines += ["| " + " | ".join(_cell(c.cell(r)) for c in shown) + " |" for r in report.rows]
     lines += ["", *(f"> warning: {_cell(w)}" for w in report.warnings)]
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -8,14 +8,15 @@ from rich.console import Console
 
 from netprobe.report.text_table import TextTable
 
-from .columns import COLUMNS, empty_message, title
+from .columns import columns as report_columns
+from .columns import empty_message, title
 from .peak import PeakReport
 
 CAPTION = "≠: detected line differs from the declared one; figures of the peak window unless marked off"
 
 
 def table(report: PeakReport) -> TextTable:
-    columns = [c for c in COLUMNS if c.terminal]
+    columns = [c for c in report_columns(report.rows) if c.terminal]
     t = TextTable(title=title(report), caption=CAPTION, box=box.SIMPLE_HEAD, collapse_padding=True)
     for col in columns:
         t.add_column(col.head, justify="right" if col.numeric else "left")

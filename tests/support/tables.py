@@ -13,7 +13,8 @@ from rich.table import Table
 
 from netprobe.budget.compute import BudgetParams, BudgetRow, budget_rows, candidate
 from netprobe.budget.table import ms as _ms
-from netprobe.report.columns import COLUMNS, empty_message, title
+from netprobe.report.columns import columns as report_columns
+from netprobe.report.columns import empty_message, title
 from netprobe.report.peak import PeakReport
 from netprobe.report.ranking import rank_rows
 from netprobe.report.rows import Degradation, PeakRow, WindowFigures, WorstHour
@@ -85,7 +86,7 @@ def budget(peak: PeakReport, params: BudgetParams) -> list[BudgetRow]:
 
 # -- the reference: the rich Table code of netprobe/report/render_table.py and print_budget before -------
 def rich_report_table(report: PeakReport) -> Table:
-    columns = [c for c in COLUMNS if c.terminal]
+    columns = [c for c in report_columns(report.rows) if c.terminal]
     t = Table(title=escape(title(report)), title_justify="left", box=box.SIMPLE_HEAD, collapse_padding=True,
               caption="≠: detected line differs from the declared one; figures of the peak window unless "
               "marked off", caption_justify="left")

@@ -122,6 +122,10 @@ def test_agent_rounds_reach_the_report(reflector: Reflector, tmp_path: Path) -> 
     assert peak["loss_pct"] == peak["fwd_loss_pct"] == peak["ret_loss_pct"] == 0.0
     assert peak["owd_rtt_p95_ms"] is not None and peak["ret_delay_var_p95_ms"] is not None
     assert peak["fwd_ms"] is None                       # clock_sync is false
+    md = CliRunner().invoke(app, ["report", "peak", "--db", f"sqlite:///{db}", "--days", "1",
+                                  "--window", f"{(hour - 1) % 24}-{(hour + 1) % 24}", "--format", "md"])
+    head = next(line for line in md.output.splitlines() if line.startswith("| region"))
+    assert all(f" {c} " in head for c in ("fwd loss%", "ret loss%", "fwd var p95", "ret var p95")), head
 
 
 def test_config_asks_for_the_reflector_and_its_token(tmp_path: Path) -> None:

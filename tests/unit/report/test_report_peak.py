@@ -264,6 +264,7 @@ async def test_markdown_and_table(store: Store) -> None:
     table = [ln for ln in md if ln.startswith("|")]
     assert table[0].startswith("| region | rank | agent | target | dc | line | detected | peak p50 |")
     assert table[1].startswith("|---|---:|---|---|")
+    assert "| tcp p95 | sse 1st p95 | stalls/min | rounds pk/off |" in table[0]   # no owd ran: no owd columns
     assert len(table) == 2 + 10
     assert "| cn-east | 1 | sh-ct-1 | tyo-cn2 | tyo | cn2-gia | cn2-gt ≠ |" in md[4]
     assert "Evening peak 20:00–23:00 vs off-peak 03:00–06:00" in md[0]

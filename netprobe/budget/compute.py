@@ -36,6 +36,8 @@ class Candidate:
     stalls_per_min: float | None = None
     server_first_ms: float | None = None    # sse openai streams: queue + prefill + first token
     tpot_ms: float | None = None
+    ret_delay_var_p50_ms: float | None = None   # owd: the way back, where streamed tokens travel
+    ret_delay_var_p95_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +67,7 @@ class BudgetRow:
     calls: int
     network_ms: float
     jitter_margin_ms: float
-    jitter_source: str               # "sse" (delay variation) or "rtt"
+    jitter_source: str               # "owd-ret" (return delay variation), "sse" (the stream's) or "rtt"
     gpu_budget_ms: float             # queue + prefill + first token may take this long
     gpu_measured_ms: float | None    # what openai-mode streams measured for it, if any
     tpot_target_ms: float | None
@@ -82,6 +84,10 @@ class BudgetRow:
 
 
 def jitter_margin(c: Candidate) -> tuple[float, str]:
+    """P95 − P50 of the delay variation the tokens meet: owd's return direction when owd ran (the
+    network's own share, the way the stream travels), else the SSE stream's, else the RTT's."""
+    if c.ret_delay_var_p50_ms is not None and c.ret_delay_var_p95_ms is not None:
+        return max(0.0, c.ret_delay_var_p95_ms - c.ret_delay_var_p50_ms), "owd-ret"
     if c.delay_var_p50_ms is not None and c.delay_var_p95_ms is not None:
         return max(0.0, c.delay_var_p95_ms - c.delay_var_p50_ms), "sse"
     return max(0.0, c.rtt_p95_ms - c.rtt_p50_ms), "rtt"
@@ -163,4 +169,5 @@ def candidate(row: PeakRow) -> Candidate | None:
                      delay_var_p95_ms=p.figure("sse_delay_var_p95_ms"),
                      gap_p95_ms=p.figure("sse_gap_p95_ms"), stalls_per_min=p.figure("stalls_per_min"),
                      server_first_ms=p.figure("sse_server_first_ms"),
-                     tpot_ms=p.figure("sse_tpot_ms"))
+                     tpot_ms=p.figure("sse_tpot_ms"), ret_delay_var_p50_ms=p.figure("ret_delay_var_p50_ms"),
+                     ret_delay_var_p95_ms=p.figure("ret_delay_var_p95_ms"))

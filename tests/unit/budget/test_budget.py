@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -42,6 +43,11 @@ def test_sse_delay_variation_sets_the_margin_and_openai_streams_check_the_gpu() 
     assert row.tpot_ok is True
     slow_stream = budget_row(c, BudgetParams(ttft_ms=2000, tpot_ms=30))
     assert slow_stream.tpot_ok is False and slow_stream.why == "tpot"   # gap P95 40 ms > 30 ms
+    # with owd, the way back's delay variation sets it: the network's share, where tokens travel
+    both = replace(c, ret_delay_var_p50_ms=0.25, ret_delay_var_p95_ms=2.75)
+    row = budget_row(both, BudgetParams(ttft_ms=1000, tpot_ms=50))
+    assert (row.jitter_margin_ms, row.jitter_source) == (2.5, "owd-ret")
+    assert row.gpu_budget_ms == pytest.approx(1000 - 108 - 2.5)
 
 
 def test_the_network_alone_can_spend_the_whole_target() -> None:

@@ -126,6 +126,12 @@ def test_agent_rounds_reach_the_report(reflector: Reflector, tmp_path: Path) -> 
                                   "--window", f"{(hour - 1) % 24}-{(hour + 1) % 24}", "--format", "md"])
     head = next(line for line in md.output.splitlines() if line.startswith("| region"))
     assert all(f" {c} " in head for c in ("fwd loss%", "ret loss%", "fwd var p95", "ret var p95")), head
+    budget = CliRunner().invoke(app, ["budget", "--db", f"sqlite:///{db}", "--ttft-ms", "1000", "--days", "1",
+                                      "--window", f"{(hour - 1) % 24}-{(hour + 1) % 24}", "--json"])
+    assert budget.exit_code == 0, budget.output
+    (b,) = json.loads(budget.output)["rows"]
+    assert b["jitter_source"] == "owd-ret"              # the way back's delay variation
+    assert b["jitter_margin_ms"] == pytest.approx(peak["ret_delay_var_p95_ms"] - peak["ret_delay_var_p50_ms"])
 
 
 def test_config_asks_for_the_reflector_and_its_token(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
-"""systemd units: hardened (exposure ≤ 2.0) and valid; the agent has CAP_NET_RAW only, the target and
-the collector none."""
+"""systemd units: hardened (exposure ≤ 2.0) and valid; the agent and the reflector have CAP_NET_RAW
+only, the emitter and the collector none."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import pytest
 UNIT = Path(__file__).resolve().parents[2] / "systemd" / "netprobe-agent.service"
 TARGET_UNIT = UNIT.with_name("netprobe-target.service")
 COLLECTOR_UNIT = UNIT.with_name("netprobe-collector.service")
-UNITS = [UNIT, TARGET_UNIT, COLLECTOR_UNIT]
+REFLECTOR_UNIT = UNIT.with_name("netprobe-reflector.service")
+UNITS = [UNIT, TARGET_UNIT, COLLECTOR_UNIT, REFLECTOR_UNIT]
 INSTALLED_PATH = "/usr/local/bin/netprobe"
 MAX_EXPOSURE = 2.0
 
@@ -71,6 +72,26 @@ def test_target_unit_pins() -> None:
         if re.match(r"^PrivateNetwork=no$", line):
             assert lines[i - 1].startswith("#"), f"{line} needs a comment saying why"
     assert re.search(r"^#.*IPAddressDeny", "\n".join(lines), re.M), "say why there is no IPAddressDeny="
+
+
+def test_reflector_unit_pins() -> None:
+    """The same command as the emitter's, with the reflector: CAP_NET_RAW only (the reverse traces'
+    raw sockets), the agents' tokens as a credential, never root."""
+    d = directives(REFLECTOR_UNIT)
+    assert d["ExecStart"] == [f"{INSTALLED_PATH} target --listen 0.0.0.0:8473 --udp 0.0.0.0:8473 "
+                              "--tokens %d/tokens"]
+    assert d["LoadCredential"] == ["tokens:/etc/netprobe/reflector-tokens.json"]
+    assert d["CapabilityBoundingSet"] == ["CAP_NET_RAW"] and d["AmbientCapabilities"] == ["CAP_NET_RAW"]
+    assert d["DynamicUser"] == ["yes"] and "User" not in d and d["PrivateUsers"] == ["no"]
+    assert d["NoNewPrivileges"] == ["yes"] and d["ProtectSystem"] == ["strict"]
+    assert d["KillSignal"] == ["SIGTERM"] and d["RestartPreventExitStatus"] == ["2"]
+    lines = REFLECTOR_UNIT.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        if re.match(r"^(PrivateNetwork|PrivateUsers)=no$", line):
+            assert lines[i - 1].startswith("#"), f"{line} needs a comment saying why"
+    text = "\n".join(lines)
+    assert re.search(r"^#.*IPAddressDeny", text, re.M), "say why there is no IPAddressDeny="
+    assert re.search(r"^#.*SocketBindDeny", text, re.M), "say why there is no SocketBindDeny="
 
 
 def test_collector_unit_pins() -> None:

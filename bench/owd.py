@@ -1,0 +1,136 @@
+"""owd reflector at scale: one `netprobe target --udp` serving many agents' owd streams.
+
+    python bench/owd.py [--agents 200] [--pps 10] [--seconds 60]
+
+Issues one token per agent, starts the reflector on loopback pinned to one core, and runs every
+agent's round (netprobe's own owd client, `--pps` requests a second for `--seconds`) from a process
+pinned to the other, the agents' starts spread over one interval as independent agents' are. Prints
+the reflector's CPU per packet, the delay it adds to a packet (t3 − t2: from the kernel's receive
+stamp to its send stamp, goal P99 < 0.2 ms), and loss, which on loopback is false loss (goal: none).
+For reference, the client's RTT quantiles of the same packets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK      # utime + stime
+
+
+async def _agents(port: int, tokens: list[str], pps: float, seconds: float) -> dict[str, object]:
+    from netprobe.owd import packets
+    from netprobe.owd.client import exchange
+    from netprobe.owd.figures import figures
+    from netprobe.stats import percentile
+
+    interval = 1.0 / pps
+    count = int(seconds * pps)
+
+    async def one(token: str, delay: float) -> tuple[int, int, int, list[float], list[float]]:
+        await asyncio.sleep(delay)
+        x = await exchange(("127.0.0.1", port), packets.derive_key(token), count, interval, timeout=2.0)
+        f = figures(x)
+        holds = [(r.t3 - r.t2) / 1e6 for r in x.replies]
+        return x.sent, f.received, x.bad, holds, [s for s in f.samples_ms if s is not None]
+
+    t0 = os.times()
+    done = await asyncio.gather(*(one(t, i * interval / len(tokens)) for i, t in enumerate(tokens)))
+    t1 = os.times()
+    holds = sorted(h for d in done for h in d[3])
+    rtts = sorted(r for d in done for r in d[4])
+
+    def q(v: list[float]) -> dict[str, float] | None:
+        return {"p50": percentile(v, 50), "p99": percentile(v, 99), "max": v[-1]} if v else None
+
+    return {"sent": sum(d[0] for d in done), "received": sum(d[1] for d in done),
+            "bad": sum(d[2] for d in done), "hold_ms": q(holds), "rtt_ms": q(rtts),
+            "client_cpu_s": (t1.user - t0.user) + (t1.system - t0.system)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--agents", type=int, default=200)
+    ap.add_argument("--pps", type=float, default=10.0, help="requests per second per agent")
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--no-keep-awake", action="store_true", help="let idle vCPUs halt")
+    ap.add_argument("--agents-run", nargs=4, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.agents_run:
+        port, tokens, pps, secs = args.agents_run
+        out = asyncio.run(_agents(int(port), Path(tokens).read_text().split(), float(pps), float(secs)))
+        print(json.dumps(out))
+        return 0
+
+    from netprobe.farend import tokens as token_file
+    from netprobe.lab.awake import keep_awake
+
+    cpus = sorted(os.sched_getaffinity(0))
+    server_cpu, client_cpu = (cpus[-1], cpus[0]) if len(cpus) > 1 else (cpus[0], cpus[0])
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with tempfile.TemporaryDirectory(prefix="netprobe-owd-bench-") as tmp, contextlib.ExitStack() as stack:
+        tokens_path, mine = Path(tmp) / "tokens.json", Path(tmp) / "agent-tokens"
+        mine.write_text("\n".join(token_file.issue(tokens_path, f"agent-{i}")[0] for i in range(args.agents)))
+        if not args.no_keep_awake:
+            stack.enter_context(keep_awake(cpus))
+        server = subprocess.Popen(["taskset", "-c", str(server_cpu), sys.executable, "-m", "netprobe.cli",
+                                   "target", "--listen", "127.0.0.1:0", "--udp", f"127.0.0.1:{port}",
+                                   "--tokens", str(tokens_path)], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True)
+        assert server.stderr is not None
+        try:
+            for _ in range(2):            # "… listening" lines: the emitter's, then the reflector's
+                server.stderr.readline()
+            cpu0, wall0 = _cpu_s(server.pid), time.monotonic()
+            out = subprocess.run(["taskset", "-c", str(client_cpu), sys.executable, __file__, "--agents-run",
+                                  str(port), str(mine), str(args.pps), str(args.seconds)],
+                                 capture_output=True, text=True, timeout=args.seconds + 120)
+            cpu1, wall1 = _cpu_s(server.pid), time.monotonic()
+        finally:
+            server.terminate()
+            _, err = server.communicate(timeout=30)
+    if out.returncode != 0:
+        print(out.stderr, file=sys.stderr)
+        return 2
+    r = json.loads(out.stdout)
+    packets = r["sent"] + args.agents          # and one status query per agent at least
+    cpu = cpu1 - cpu0
+    print(f"agents={args.agents} pps_each={args.pps:g} seconds={args.seconds:g} "
+          f"server_cpu={server_cpu} client_cpu={client_cpu}")
+    print(f"requests {r['sent']:,} ({r['sent'] / (wall1 - wall0):,.0f}/s over the run), "
+          f"replies {r['received']:,}, lost {r['sent'] - r['received']:,}, bad replies {r['bad']}")
+    wall = wall1 - wall0
+    print(f"reflector CPU {cpu:.2f} s over {wall:.1f} s = {cpu / wall * 100:.1f} % of one core, "
+          f"{cpu / packets * 1e6:.1f} µs per packet")
+    hold, rtt = r["hold_ms"], r["rtt_ms"]
+    if hold:
+        print(f"added delay (t3 − t2) ms p50={hold['p50']:.4f} p99={hold['p99']:.4f} max={hold['max']:.3f} "
+              "(goal p99 < 0.2)")
+    if rtt:
+        print(f"client RTT ms p50={rtt['p50']:.3f} p99={rtt['p99']:.3f} max={rtt['max']:.3f}")
+    stopped = [line for line in err.splitlines() if "reflector stopped" in line]
+    if stopped:
+        print(stopped[-1].strip())
+    ok = bool(hold) and hold["p99"] < 0.2 and r["received"] == r["sent"] and not r["bad"]
+    print("RESULT", "PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

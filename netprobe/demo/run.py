@@ -23,6 +23,7 @@ from rich.console import Console
 from netprobe.alerts.formats import Notification
 from netprobe.config.alerts import AlertRule
 from netprobe.errors import SetupError
+from netprobe.farend import tokens as token_file
 from netprobe.lab import api
 from netprobe.lab.addressing import AGENT_NS
 from netprobe.lab.spec import RouteSpec, load_spec
@@ -36,13 +37,15 @@ PEAK_HOURS = range(20, 23)                      # the report's default window, 2
 TTFT_MS = 1000.0
 # Loss over 3 simulated hours (one aligned window is exactly 20:00-23:00 in Shanghai): enough requests
 # that the ordinary lines' peak loss stands clear of their off-peak loss.
+REFLECTOR_PORT = 8473                           # `netprobe target` in each datacenter: emitter and reflector
 ALERT = {"name": "peak-loss", "metric": "loss_pct", "op": ">", "threshold": 3.0, "clear_threshold": 1.5,
          "window": 3 * 3600.0, "for_windows": 1, "targets": ["*"], "notify": ["demo"]}
 
 
-def agent_config(routes: Sequence[RouteSpec], db: Path) -> str:
+def agent_config(routes: Sequence[RouteSpec], db: Path, token: Path) -> str:
     """The demo agent: every route by name over IPv4; icmp every second (20 requests), tcp every 2 s,
-    an mtr trace every 10 s, so each simulated hour holds about a hundred requests per route."""
+    an mtr trace every 10 s, so each simulated hour holds about a hundred requests per route; and owd
+    to each datacenter's reflector every second (25 requests), to tell the two directions apart."""
     head = f'''[agent]
 id = "demo-agent"
 region = "cn-east"
@@ -69,6 +72,15 @@ every = "10s"
 cycles = 3
 interval = "0.3s"
 timeout = "0.5s"
+
+[probes.owd]
+every = "1s"
+count = 25
+interval = "0.02s"
+timeout = "0.4s"
+
+[reflector]
+token_file = "{token}"
 '''
     targets = [f'''
 [[targets]]
@@ -76,9 +88,10 @@ id = "{r.id}"
 host = "{r.id}.lab"
 datacenter = "{r.datacenter}"
 line = "{r.line}"
-probes = ["icmp", "tcp", "mtr"]
+probes = ["icmp", "tcp", "mtr", "owd"]
 family = "ipv4"
 tcp_port = {r.tcp_ports[0]}
+reflector = "http://{r.id}.lab:{REFLECTOR_PORT}"
 ''' for r in routes]
     return head + "".join(targets)
 
@@ -115,15 +128,22 @@ def run(out: Path, hour_seconds: float, console: Console) -> None:
     for old in (live, demo):
         for path in (old, old.with_name(old.name + "-wal"), old.with_name(old.name + "-shm")):
             path.unlink(missing_ok=True)
-    config = out / "agent.toml"
-    config.write_text(agent_config(spec.routes, live))
+    config, tokens, token = out / "agent.toml", out / "reflector-tokens.json", out / "reflector.token"
+    tokens.unlink(missing_ok=True)
+    token.write_text(token_file.issue(tokens, "demo-agent")[0] + "\n")
+    token.chmod(0o600)
+    config.write_text(agent_config(spec.routes, live, token))
     with _terminate_as_interrupt():
         try:
             console.rule("[bold]1. the lab")
             state = api.up(SPEC, replace=True)
             console.print(f"{len(state.routes)} emulated routes from {SPEC.name}: "
                           + ", ".join(f"{r.id} ({r.line})" for r in spec.routes))
-            timeline = _probe_a_day(config, out / "agent.log", hour_seconds, console)
+            namespaces = sorted({r.namespace for r in state.routes.values()})
+            with _reflectors(namespaces, tokens, out / "reflectors.log"):
+                console.print(f"a reflector (netprobe target --udp) in each of {len(namespaces)} "
+                              "datacenters: owd tells the way out from the way back")
+                timeline = _probe_a_day(config, out / "agent.log", hour_seconds, console)
         finally:
             api.down()
         console.print("lab down")
@@ -159,6 +179,33 @@ def _probe_a_day(config: Path, log: Path, hour_seconds: float, console: Console)
             except subprocess.TimeoutExpired:
                 agent.kill()
     return timeline
+
+
+@contextlib.contextmanager
+def _reflectors(namespaces: Sequence[str], tokens: Path, log: Path) -> Iterator[None]:
+    """`netprobe target --udp … --tokens …` in each datacenter namespace, until the day is over."""
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        with log.open("wb") as sink:
+            for ns in namespaces:
+                at = f"0.0.0.0:{REFLECTOR_PORT}"
+                serve = [sys.executable, "-m", "netprobe.cli", "target", "--listen", at, "--udp", at,
+                         "--tokens", str(tokens)]
+                procs.append(subprocess.Popen(["ip", "netns", "exec", ns, *serve], stdout=sink, stderr=sink))
+        deadline = time.monotonic() + 30.0
+        while log.read_bytes().count(b"reflector listening") < len(procs):
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                raise SetupError(f"the reflectors did not start; their log: {log}")
+            time.sleep(0.1)
+        yield
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
 
 
 def _wait_started(agent: subprocess.Popen[bytes], log: Path, timeout: float = 30.0) -> None:

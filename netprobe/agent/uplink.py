@@ -28,8 +28,8 @@ from tenacity import (
 )
 
 from netprobe import __version__
-from netprobe.config.agent import UplinkConfig
 from netprobe.config.secrets import read_secret
+from netprobe.config.sections import UplinkConfig
 from netprobe.logs import log_event
 from netprobe.store import Store
 from netprobe.store.outbox import OutboxEntry

@@ -6,15 +6,15 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator
 
-from netprobe.config.agent import (
-    InfluxConfig,
-    LogConfig,
-    StorageConfig,
-)
 from netprobe.config.alerts import AlertRule, NotifierConfig, check_alerting
 from netprobe.config.base import StrictModel
 from netprobe.config.durations import Duration
 from netprobe.config.loader import parse_toml, read_config_text, validate_sections
+from netprobe.config.sections import (
+    InfluxConfig,
+    LogConfig,
+    StorageConfig,
+)
 from netprobe.errors import ConfigError
 
 DEFAULT_LISTEN = "0.0.0.0:8471"

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from netprobe.config.secrets import read_secret
 
 if TYPE_CHECKING:
-    from netprobe.config.agent import InfluxConfig
+    from netprobe.config.sections import InfluxConfig
     from netprobe.store.envelopes import Envelope
 
 TAGS = (("agent", "agent", "id"), ("region", "agent", "region"), ("isp", "agent", "isp"),

@@ -18,7 +18,7 @@ import pytest
 from aiohttp import web
 
 from netprobe.agent.uplink import Uplink, read_token
-from netprobe.config.agent import UplinkConfig
+from netprobe.config.sections import UplinkConfig
 from netprobe.errors import SetupError
 from netprobe.store import Envelope, Store, open_store
 from tests.support.store import icmp_envelope, typed

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from netprobe.config.agent import InfluxConfig, LogConfig
 from netprobe.config.collector import (
     CollectorConfig,
     CollectorSection,
@@ -26,6 +25,7 @@ from netprobe.config.collector import (
     load_collector_config,
     parse_collector_config,
 )
+from netprobe.config.sections import InfluxConfig, LogConfig
 from netprobe.errors import ConfigError
 from netprobe.times import utc_now
 from tests.support.pg import scratch_database

@@ -10,16 +10,17 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from netprobe.config.agent import (
+from netprobe.config.agent import load_config
+from netprobe.config.alerts import AlertRule, NotifierConfig
+from netprobe.config.sections import (
     AgentConfig,
     GeoIPConfig,
     LogConfig,
+    ReflectorConfig,
     ResolverConfig,
     StorageConfig,
-    TargetConfig,
-    load_config,
 )
-from netprobe.config.alerts import AlertRule, NotifierConfig
+from netprobe.config.targets import TargetConfig
 from netprobe.lab.spec import load_spec
 from netprobe.net.lines import ClassificationConfig, LineRule, PrefixEntry
 from netprobe.probes import REGISTRY
@@ -44,7 +45,7 @@ def test_example_sets_every_key_of_every_model() -> None:
     raw: dict[str, Any] = tomllib.loads(EXAMPLE.read_text(encoding="utf-8"))
     sections: dict[str, type[BaseModel]] = {
         "agent": AgentConfig, "storage": StorageConfig, "resolver": ResolverConfig, "log": LogConfig,
-        "geoip": GeoIPConfig, "classification": ClassificationConfig}
+        "geoip": GeoIPConfig, "classification": ClassificationConfig, "reflector": ReflectorConfig}
     for name, model in sections.items():
         assert fields(model) <= set(raw[name]), f"[{name}] misses {fields(model) - set(raw[name])}"
     for name, model, entries in (("prefixes", PrefixEntry, raw["classification"]["prefixes"]),

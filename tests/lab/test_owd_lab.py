@@ -9,7 +9,6 @@ import math
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.support.farend import issue
-from tests.support.lab import LabState, agent_exec, ping_summary, running_lab
+from tests.support.lab import LabState, agent_exec, ping_summary, running_lab, wait_healthy
 
 pytestmark = pytest.mark.lab
 
@@ -49,23 +48,13 @@ def lab() -> Iterator[tuple[LabState, Path]]:
                    for ns in sorted({r.namespace for r in state.routes.values()})]
         try:
             for route in state.routes.values():
-                _wait_healthy(route.ipv4)
+                wait_healthy(route.ipv4, PORT)
             yield state, token
         finally:
             for s in servers:
                 s.terminate()
             for s in servers:
                 s.wait(timeout=10)
-
-
-def _wait_healthy(address: str) -> None:
-    for _ in range(100):
-        out = agent_exec([sys.executable, "-c", "import urllib.request as u; "
-                          f"u.urlopen('http://{address}:{PORT}/healthz', timeout=1).read()"])
-        if out.returncode == 0:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"netprobe target on {address} did not come up")
 
 
 def owd(lab: tuple[LabState, Path], route: str, count: int, *extra: str) -> dict[str, Any]:

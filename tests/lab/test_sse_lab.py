@@ -8,14 +8,13 @@ import json
 import statistics
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.lab import LabState, agent_exec, agent_process, running_lab
+from tests.support.lab import LabState, agent_exec, agent_process, running_lab, wait_healthy
 
 pytestmark = pytest.mark.lab
 
@@ -42,23 +41,13 @@ def lab() -> Iterator[LabState]:
                    for ns in sorted({r.namespace for r in state.routes.values()})]
         try:
             for route in state.routes.values():
-                _wait_healthy(route.ipv4)
+                wait_healthy(route.ipv4, PORT)
             yield state
         finally:
             for s in servers:
                 s.terminate()
             for s in servers:
                 s.wait(timeout=10)
-
-
-def _wait_healthy(address: str) -> None:
-    for _ in range(100):
-        out = agent_exec([sys.executable, "-c", "import urllib.request as u; "
-                          f"u.urlopen('http://{address}:{PORT}/healthz', timeout=1).read()"])
-        if out.returncode == 0:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"netprobe target on {address} did not come up")
 
 
 def read(url: str, netns: str | None = None, **settings: Any) -> dict[str, Any]:

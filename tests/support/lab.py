@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,6 +36,17 @@ def agent_exec(args: list[str], timeout: float = 60.0,
     """Run a command inside the agent namespace (np-agent); /etc/hosts there knows <route>.lab."""
     return subprocess.run(["ip", "netns", "exec", AGENT_NS, *args], capture_output=True, text=True,
                           timeout=timeout, check=check)
+
+
+def wait_healthy(address: str, port: int) -> None:
+    """Until `netprobe target` in a datacenter namespace answers /healthz from the agent's."""
+    for _ in range(100):
+        out = agent_exec([sys.executable, "-c", "import urllib.request as u; "
+                          f"u.urlopen('http://{address}:{port}/healthz', timeout=1).read()"])
+        if out.returncode == 0:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"netprobe target on {address} did not come up")
 
 
 def agent_process(config: Path, duration: float) -> subprocess.Popen[str]:

@@ -3,7 +3,8 @@ and what it has seen of the session, from one UDP socket, with bounded memory an
 
 Bounds: at most `max_sessions` sessions (the least recently used goes first; one idle for
 `session_idle_s` is dropped when met), each a 2 KiB bitmap of the sequence numbers seen
-(seq < MAX_SEQ); per key a token bucket of `rate_pps` packets. Anything else is counted under
+(seq < MAX_SEQ); per key a token bucket of `rate_pps` packets. Replays: a request is answered once
+(its bit in the bitmap) and only within `max_age_s` of when it was sent. Anything else is counted under
 its reason in `bad` and dropped, without a reply: a reply only ever answers an authentic request,
 and is exactly as large as it (packets.SIZE).
 """
@@ -43,8 +44,14 @@ class _Bucket:
 
 @dataclass(frozen=True, slots=True)
 class Limits:
+    """`max_age_s`: a request sent (t1, the agent's clock) further than this from its arrival (t2,
+    ours) is refused as stale, so a captured request replayed later gets no answer; within it, the
+    session's bitmap still holds the sequence number (sessions live longer than that when idle) and
+    the replay is a duplicate, counted and unanswered. Generous, for agents whose clocks drift."""
+
     max_sessions: int = 4096
-    session_idle_s: float = 120.0
+    max_age_s: float = 600.0
+    session_idle_s: float = 660.0
     rate_pps: float = 200.0          # per key: a round at 10 ms intervals is 100 pps
     burst: float = 400.0
 
@@ -72,6 +79,8 @@ class Reflector:
                 raise BadPacket("kind")
             if p.seq >= MAX_SEQ:
                 raise BadPacket("seq")
+            if abs(t2 - p.t1) > self.limits.max_age_s * 1e9:
+                raise BadPacket("stale")
             if not self._admit(kid, now):
                 raise BadPacket("rate")
         except BadPacket as exc:

@@ -71,6 +71,20 @@ def test_hostile_datagrams_are_counted_and_dropped() -> None:
     assert r.bad["key"] == 1 and r.bad["mac"] == 1 and r.bad["seq"] == 1 and r.bad["kind"] == 1
 
 
+def test_a_replayed_request_is_never_answered_twice() -> None:
+    r = Reflector({KID: KEY}, Limits(max_age_s=600.0, session_idle_s=660.0))
+    captured = req(0)                                            # sent at t1 = 1,000 ns
+    assert r.handle(captured, t2=2_000, now=0.0) is not None
+    # within the window the session still knows it: a duplicate, counted, not answered
+    assert r.handle(captured, t2=2_000 + 300 * 10**9, now=300.0) is None
+    assert packets.decode(r.handle(req(0, kind=Kind.STATUS), 2_000, 300.0) or b"", KEY).duplicates == 1
+    # later, when the session may be gone, it is stale: refused by its own send time
+    assert r.handle(captured, t2=2_000 + 700 * 10**9, now=700.0) is None and r.bad["stale"] == 1
+    # a request from a clock far ahead alike
+    assert r.handle(req(0, session=2), t2=1_000 - 601 * 10**9, now=700.0) is None and r.bad["stale"] == 2
+    assert Limits().session_idle_s > Limits().max_age_s     # the defaults keep a session past the window
+
+
 def test_sessions_and_rate_are_bounded() -> None:
     r = Reflector({KID: KEY}, Limits(max_sessions=8, session_idle_s=10.0, rate_pps=100.0, burst=50.0))
     for s in range(20):

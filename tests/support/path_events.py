@@ -17,6 +17,7 @@ from netprobe.mtr.hops import Hop
 from netprobe.net.lines import RouteVerdict, path_hash
 from netprobe.probes.mtr import MtrResult
 from netprobe.probes.results import envelope
+from netprobe.probes.rmtr import RmtrResult
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import LINE_MISMATCH, PATH_CHANGE, Store, open_store
 from netprobe.store.events import StoredPathEvent
@@ -61,9 +62,10 @@ def h(trace: Trace) -> str:
 
 def mtr_envelope(started_at: datetime, trace: Trace, *, target: str | None = None, agent: str | None = None,
                  result_id: str | None = None, reached: bool = True, declared: str = "cn2-gia",
-                 mismatch: bool | None = None) -> dict[str, Any]:
-    """A result shaped as the mtr probe writes it (netprobe.probes.mtr); the route verdict is given,
-    not classified, so the tests pin the events rather than the classifier."""
+                 mismatch: bool | None = None, probe: str = "mtr") -> dict[str, Any]:
+    """A result shaped as the mtr probe writes it (netprobe.probes.mtr; `probe` "rmtr": as the rmtr
+    probe writes the way back); the route verdict is given, not classified, so the tests pin the
+    events rather than the classifier."""
     hubs = [Hop(ttl, list(addresses), [10.0 + ttl, 11.0 + ttl] if addresses else [None, None])
             for ttl, addresses in enumerate(trace.hops, 1)]
     samples: list[float | None] = hubs[-1].samples_ms if reached else [None, None]
@@ -71,11 +73,13 @@ def mtr_envelope(started_at: datetime, trace: Trace, *, target: str | None = Non
     label = trace.label
     route = RouteVerdict(label=label, asns=ASNS[label], hash=h(trace), path_loss_pct=loss_pct(2, len(got)),
                          declared_line=declared, mismatch=label != declared if mismatch is None else mismatch)
-    result = MtrResult(probe="mtr", host=TARGET["host"], started_at=started_at,
-                       status="ok" if got else "down", address="198.18.0.2", cycles=2, max_hops=30,
-                       reached=reached, hops=hubs, route=route,
-                       sent=2, received=len(got), loss_pct=loss_pct(2, len(got)), rtt_ms=rtt_stats(got),
-                       jitter_ms=jitter(samples), samples_ms=samples)
+    kind: type[MtrResult] = RmtrResult if probe == "rmtr" else MtrResult
+    extra = {"reflector": "http://198.18.0.2:8473"} if probe == "rmtr" else {}
+    result = kind(probe=probe, host=TARGET["host"], started_at=started_at,
+                  status="ok" if got else "down", address="198.18.0.2", cycles=2, max_hops=30,
+                  reached=reached, hops=hubs, route=route,
+                  sent=2, received=len(got), loss_pct=loss_pct(2, len(got)), rtt_ms=rtt_stats(got),
+                  jitter_ms=jitter(samples), samples_ms=samples, **extra)
     return envelope(result, {**AGENT, "id": agent or AGENT["id"]}, {**TARGET, "id": target or TARGET["id"]},
                     result_id=result_id)
 

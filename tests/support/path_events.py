@@ -20,7 +20,7 @@ from netprobe.probes.results import envelope
 from netprobe.probes.rmtr import RmtrResult
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import LINE_MISMATCH, PATH_CHANGE, Store, open_store
-from netprobe.store.events import StoredPathEvent
+from netprobe.store.events import RETURN_LINE_MISMATCH, StoredPathEvent
 from tests.support.store import AGENT, TARGET, icmp_envelope, typed
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -133,6 +133,7 @@ class PathEventScenarios:
         assert asdict(event) == {
             "id": event.id, "agent_id": "sh-ct-1", "target_id": "hk-cn2", "detected_at": t(5),
             "kind": PATH_CHANGE, "old_hash": h(CN2), "new_hash": h(GT), "label": "cn2-gt",
+            "direction": "forward",
             "details": {
                 "before": {"label": "cn2-gia", "hash": h(CN2),
                            "hops": [["192.168.1.1"], ["100.64.0.1"], [], ["59.43.1.1"], ["59.43.246.2"],
@@ -276,6 +277,32 @@ class PathEventScenarios:
         every = await store.path_events()
         assert [(e.agent_id, e.target_id) for e in every] == \
             [("sh-ct-1", "a"), ("bj-cu-1", "b"), ("sh-ct-1", "b")]
+
+    async def test_each_direction_is_a_history_of_its_own(self, store: Store) -> None:
+        """mtr (forward) and rmtr (return) rounds of one agent × target, interleaved: a return path
+        is compared only with the return path before it, so two steady paths are no change."""
+        fwd = [mtr_envelope(t(10 * i), CN2) for i in range(4)]
+        ret = [mtr_envelope(t(10 * i + 5), C163, probe="rmtr", declared="cn2-gia") for i in range(4)]
+        await write_each(store, [e for pair in zip(fwd, ret, strict=True) for e in pair])
+        [only] = await store.path_events()          # the way back is not the line sold, once
+        assert (only.kind, only.direction, only.label, only.detected_at) == \
+            (RETURN_LINE_MISMATCH, "return", "163", t(5))
+        assert only.details["declared"] == "cn2-gia" and only.details["detected"] == "163"
+
+    async def test_a_change_of_the_way_back_only_is_a_return_event(self, store: Store) -> None:
+        # one batch of both probes (as a collector takes an agent's upload), then one round each
+        await store.write(typed([mtr_envelope(t(0), CN2), mtr_envelope(t(10), CN2),
+                                 mtr_envelope(t(1), C163, probe="rmtr", declared="163")]))
+        await write_each(store, [mtr_envelope(t(11), GT, probe="rmtr", declared="163", mismatch=False),
+                                 mtr_envelope(t(20), CN2)])
+        [event] = await store.path_events()
+        assert brief([event]) == [change(t(11), C163, GT)] and event.direction == "return"
+        assert await store.path_events(direction="forward") == []
+        assert await store.path_events(direction="return") == [event]
+        # the forward path then changes too: a forward event, the return history untouched
+        await store.write(typed([mtr_envelope(t(30), GT, mismatch=False)]))
+        assert [(e.direction, e.kind) for e in await store.path_events()] == \
+            [("return", PATH_CHANGE), ("forward", PATH_CHANGE)]
 
     async def test_reading_filters_by_kind_and_time(self, store: Store) -> None:
         await write_each(store, [mtr_envelope(t(0), CN2), mtr_envelope(t(5), GT), mtr_envelope(t(10), CN2),

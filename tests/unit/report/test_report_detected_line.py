@@ -74,3 +74,27 @@ async def test_newest_labelled_round_per_pair(store: Store) -> None:
     later = await detected_lines(store, pairs, NOW + timedelta(hours=1))
     assert later[(AGENT, "us-cn2")].label == "cn2-gt"
     assert await detected_lines(store, [], NOW) == {}
+
+
+def _return_round(minutes_ago: int, target: str, label: str) -> dict[str, Any]:
+    """An rmtr round (the way back), otherwise as _round makes them."""
+    env = _round(minutes_ago, target, label)
+    env["probe"] = env["result"]["probe"] = "rmtr"
+    env["id"] = f"rmtr-{env['id']}"
+    return env
+
+
+async def test_each_direction_has_its_own_detected_line(store: Store) -> None:
+    """Newer return traces do not change the forward line; the return line is rmtr's own, from its
+    rounds, else from its own route events."""
+    await store.write(typed([_return_round(5, "hk-cn2", "163"), _return_round(50, "hk-bgp", "cmi"),
+                             _return_round(3, "hk-bgp", "cn2-gt")]))
+    pairs = [(AGENT, t) for t in ("hk-cn2", "hk-bgp", "us-cn2")]
+    forward = await detected_lines(store, pairs, NOW)
+    assert {k[1]: (v.label, v.source) for k, v in forward.items()} == {
+        "hk-cn2": ("cn2-gia", "mtr"), "hk-bgp": ("163", "mtr"), "us-cn2": ("cn2-gia", "mtr")}
+    back = await detected_lines(store, pairs, NOW, direction="return")
+    assert {k[1]: (v.label, v.source) for k, v in back.items()} == {
+        "hk-cn2": ("163", "rmtr"), "hk-bgp": ("cn2-gt", "rmtr")}
+    changes = await store.path_events(target_id="hk-bgp", kind="path_change", direction="return")
+    assert [(e.direction, e.old_hash, e.new_hash) for e in changes] == [("return", "hash-cmi", "hash-cn2-gt")]

@@ -98,3 +98,16 @@ async def test_each_direction_has_its_own_detected_line(store: Store) -> None:
         "hk-cn2": ("163", "rmtr"), "hk-bgp": ("cn2-gt", "rmtr")}
     changes = await store.path_events(target_id="hk-bgp", kind="path_change", direction="return")
     assert [(e.direction, e.old_hash, e.new_hash) for e in changes] == [("return", "hash-cmi", "hash-cn2-gt")]
+
+
+async def test_report_rows_give_both_lines_and_whether_they_differ(store: Store) -> None:
+    """report peak's JSON rows: line_fwd (mtr's), line_ret (rmtr's), asymmetric (None unless both)."""
+    from netprobe.report.peak import peak_rows
+
+    await store.write(typed([_return_round(5, "hk-cn2", "163"), _return_round(5, "hk-bgp", "163")]))
+    rows = {r.target: r.to_dict() for r in await peak_rows(store, days=1, window="17-19", now=NOW)}
+    got = {t: (r["line_fwd"], r["line_ret"], r["asymmetric"]) for t, r in rows.items()}
+    assert got["hk-cn2"] == ("cn2-gia", "163", True)          # out on CN2 GIA, back on 163
+    assert got["hk-bgp"] == ("163", "163", False)
+    assert got["us-cn2"] == ("cn2-gia", None, None)            # no way back traced
+    assert all(r["line_fwd"] == r["detected_line"] for r in rows.values())

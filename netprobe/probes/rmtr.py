@@ -13,9 +13,11 @@ malformed answer is a result in error, never an exception.
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
 import math
+import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -228,9 +230,6 @@ async def _read_capped(resp: aiohttp.ClientResponse) -> bytes | None:
 
 async def ask(url: str, token: str, settings: RmtrSettings, family: int = 0) -> Trace | Refusal:
     """POST the trace request and read the answer; every network failure is a Refusal."""
-    import asyncio
-    import socket
-
     import aiohttp
 
     body = {"cycles": settings.cycles, "interval": settings.interval, "mode": settings.mode}

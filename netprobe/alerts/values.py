@@ -16,6 +16,7 @@ loss and destination RTT). The lists come from the probes' specs (alert_metrics,
     path_change     mtr, rmtr          route events detected in the window, either direction (0 when
                                        mtr or rmtr ran and saw none)
     line_mismatch   mtr                  "  (forward: the path out is not the line sold)
+    return_line_mismatch  rmtr           "  (the way back is not the line sold)
 
 A metric counted from route events counts the events of its providers' directions (forward for mtr,
 return for rmtr), for every pair one of them ran for.

@@ -284,4 +284,5 @@ SPEC = ProbeSpec(
     target_options=(reflector.OPTION,), report=ReportRole(), route_of=route_seen, route_direction="return",
     mismatch_kind="return_line_mismatch",
     # a change of the way back is a change of the route too: path_change counts both directions
-    alert_metrics=(AlertMetric("path_change", rank=1, events=True),))
+    alert_metrics=(AlertMetric("path_change", rank=1, events=True),
+                   AlertMetric("return_line_mismatch", events=True)))

@@ -149,6 +149,9 @@ class ValueScenarios:
             ("sh-ct-1", "hk-cn2"): Value(0.0, "mtr")}
         [back] = await store.path_events(target_id="hk-cn2", kind="return_line_mismatch")
         assert back.direction == "return" and back.label == "cn2-gt"
+        # counted as its own metric, for the pairs rmtr ran for
+        assert await reader.values("return_line_mismatch", T0 + W, T0 + 2 * W) == {
+            ("sh-ct-1", "hk-cn2"): Value(1.0, "rmtr"), ("sh-ct-1", "back-only"): Value(0.0, "rmtr")}
 
 
 class TestValuesSqlite(ValueScenarios):

@@ -10,7 +10,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import time
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.support.farend import issue, target_cli
-from tests.support.lab import LabState, agent_exec, agent_process, running_lab, spec_toml
+from tests.support.lab import LabState, agent_exec, agent_process, running_lab, spec_toml, wait_healthy
 
 pytestmark = pytest.mark.lab
 
@@ -47,23 +46,13 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
                                     stderr=subprocess.DEVNULL) for ns in namespaces]
         try:
             for route in ROUTES:
-                _wait_healthy(state.routes[route].ipv4)
+                wait_healthy(state.routes[route].ipv4, PORT)
             yield Lab(state, tokens)
         finally:
             for s in servers:
                 s.terminate()
             for s in servers:
                 s.wait(timeout=10)
-
-
-def _wait_healthy(address: str) -> None:
-    for _ in range(100):
-        out = agent_exec([sys.executable, "-c", "import urllib.request as u; "
-                          f"u.urlopen('http://{address}:{PORT}/healthz', timeout=1).read()"])
-        if out.returncode == 0:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"netprobe target on {address} did not come up")
 
 
 def probe(*args: str) -> dict[str, Any]:

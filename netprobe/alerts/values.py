@@ -13,8 +13,13 @@ loss and destination RTT). The lists come from the probes' specs (alert_metrics,
     fwd_loss_pct    owd                requests the reflector never saw, over every request sent
     ret_loss_pct    owd                replies that never came back, over every request sent
     stalls_per_min  sse                stalls over streamed minutes
-    path_change     mtr                route events detected in the window (0 when mtr ran, none)
-    line_mismatch   mtr                  "
+    path_change     mtr, rmtr          route events detected in the window, either direction (0 when
+                                       mtr or rmtr ran and saw none)
+    line_mismatch   mtr                  "  (forward: the path out is not the line sold)
+    return_line_mismatch  rmtr           "  (the way back is not the line sold)
+
+A metric counted from route events counts the events of its providers' directions (forward for mtr,
+return for rmtr), for every pair one of them ran for.
 """
 
 from __future__ import annotations
@@ -54,17 +59,22 @@ class WindowReader:
         self._store = store
         self._agent = agent_id
         self._rollups: dict[tuple[str, datetime, datetime], dict[Key, Rollup]] = {}
-        self._events: dict[tuple[str, datetime, datetime], dict[Key, int]] = {}
+        self._events: dict[tuple[str, tuple[str, ...], datetime, datetime], dict[Key, int]] = {}
         self._ran: dict[tuple[str, datetime, datetime], set[Key]] = {}
 
     async def values(self, metric: str, start: datetime, end: datetime) -> dict[Key, Value]:
         events = _providers(events=True)   # metrics counted from route events
-        if metric in events:
-            probe = events[metric][0]
-            ran = await self._probe_ran(probe, start, end)
-            counts = await self._event_counts(metric, start, end)
-            return {key: Value(float(counts.get(key, 0)), probe) for key in ran | set(counts)}
         out: dict[Key, Value] = {}
+        if metric in events:
+            probes = events[metric]
+            directions = tuple(dict.fromkeys(REGISTRY[p].route_direction for p in probes))
+            counts = await self._event_counts(metric, directions, start, end)
+            for probe in probes:        # a pair is told by the first of them (by rank) that ran for it
+                for key in await self._probe_ran(probe, start, end):
+                    out.setdefault(key, Value(float(counts.get(key, 0)), probe))
+            for key, n in counts.items():
+                out.setdefault(key, Value(float(n), probes[0]))
+            return out
         for probe in _providers(events=False)[metric]:
             for key, rollup in (await self._rollup(probe, start, end)).items():
                 if key not in out and rollup.rounds:
@@ -81,17 +91,19 @@ class WindowReader:
         return self._rollups[cache_key]
 
     async def _probe_ran(self, probe: str, start: datetime, end: datetime) -> set[Key]:
-        """Agent × target pairs with a usable round of `probe` (mtr) in the window (a round in error
+        """Agent × target pairs with a usable round of `probe` (mtr, rmtr) in the window (a round in error
         cannot detect a route change, so it is no evidence of a steady route either)."""
         if (probe, start, end) not in self._ran:
             self._ran[(probe, start, end)] = await windows.pairs_with_usable_rounds(
                 self._store, probe, start, end, self._agent)
         return self._ran[(probe, start, end)]
 
-    async def _event_counts(self, kind: str, start: datetime, end: datetime) -> dict[Key, int]:
-        cache_key = (kind, start, end)
+    async def _event_counts(self, kind: str, directions: tuple[str, ...], start: datetime,
+                            end: datetime) -> dict[Key, int]:
+        cache_key = (kind, directions, start, end)
         if cache_key not in self._events:
-            self._events[cache_key] = await windows.event_counts(self._store, kind, start, end, self._agent)
+            self._events[cache_key] = await windows.event_counts(self._store, kind, directions, start, end,
+                                                                 self._agent)
         return self._events[cache_key]
 
 

@@ -4,7 +4,7 @@ probe from its spec."""
 
 from __future__ import annotations
 
-from netprobe.probes import icmp, mtr, owd, sse, tcp
+from netprobe.probes import icmp, mtr, owd, rmtr, sse, tcp
 from netprobe.probes.base import ProbeContext, ProbeSettings, ProbeSpec, ProbeTarget
 from netprobe.probes.results import ProbeResult
 
@@ -14,6 +14,7 @@ REGISTRY: dict[str, ProbeSpec[ProbeSettings, ProbeResult]] = {spec.name: spec fo
     mtr.SPEC,
     sse.SPEC,
     owd.SPEC,
+    rmtr.SPEC,
 )}
 
 __all__ = ["REGISTRY", "ProbeContext", "ProbeSettings", "ProbeSpec", "ProbeTarget"]

@@ -212,6 +212,10 @@ class RouteSeen:
     hops: list[list[str]]
 
 
+# Which way a traced path runs: agent → target (mtr) or target → agent (rmtr, the way back, DESIGN §9).
+Direction = Literal["forward", "return"]
+DIRECTIONS: tuple[Direction, ...] = ("forward", "return")
+
 # A round's route for route events, given its typed result and the line its target was sold as (the
 # envelope's target.line); None for a round that says nothing about the route (in error, not reached).
 RouteOf = Callable[[ProbeResult, str | None], RouteSeen | None]
@@ -269,8 +273,12 @@ class ProbeSpec(Generic[S, R]):
     rollup_figures: tuple[RollupFigure, ...] = ()
     report: ReportRole = ReportRole()
     alert_metrics: tuple[AlertMetric, ...] = ()
-    # route events (netprobe.store.events): a round's route, for the probe whose rounds carry one (mtr)
+    # route events (netprobe.store.events): a round's route, for the probes whose rounds carry one
+    # (mtr, rmtr); the direction its path runs, stored with each event and walked apart from the
+    # other direction's; the kind of event a route not of the declared line is
     route_of: RouteOf | None = None
+    route_direction: Direction = "forward"
+    mismatch_kind: str = "line_mismatch"
     # (key, why): settings that are the agent's, not a target's; config refuses them in [targets.<name>]
     agent_wide: tuple[tuple[str, str], ...] = ()
     # applies [probes.<name>] to the shared context (at start and on reload), e.g. the ICMP send cap

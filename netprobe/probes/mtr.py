@@ -6,7 +6,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, TypeVar
 
 from pydantic import Field, model_validator
 
@@ -196,7 +196,7 @@ async def trace(target: ProbeTarget, settings: MtrSettings, ctx: ProbeContext,
     def finish(records: list[ProbeRecord], error_kind: str | None = None,
                error: str | None = None) -> MtrResult:
         path = build_path(records, settings.cycles)
-        return _result(base, path, target, ctx, t0, error_kind, error)
+        return path_result(base, path, target, ctx, t0, error_kind, error)
 
     progress = None if on_update is None else (lambda recs: on_update(finish(recs)))
     outcome = await ctx.trace_engine().trace(
@@ -205,8 +205,14 @@ async def trace(target: ProbeTarget, settings: MtrSettings, ctx: ProbeContext,
     return finish(outcome.probes, outcome.error_kind, outcome.error)
 
 
-def _result(base: MtrResult, path: Path, target: ProbeTarget, ctx: ProbeContext, t0: float,
-            error_kind: str | None, error: str | None) -> MtrResult:
+M = TypeVar("M", bound=MtrResult)
+
+
+def path_result(base: M, path: Path, target: ProbeTarget, ctx: ProbeContext, t0: float,
+                error_kind: str | None, error: str | None) -> M:
+    """`base` (what the round is: probe, host, address, mode, …) completed with a traced path: the
+    hops enriched and labelled here (DESIGN §6, this host's GeoIP and line rules), the destination's
+    figures, the route verdict. Also rmtr's, for a path traced by a reflector."""
     route = label_path(path.hops, ctx.line_classifier(), ctx.geoip, target.line)
     dest = path.destination
     samples = list(dest.samples_ms) if dest is not None else []
@@ -217,17 +223,13 @@ def _result(base: MtrResult, path: Path, target: ProbeTarget, ctx: ProbeContext,
         error_kind = "unreachable" if path.refused_at is not None else "no_reply"
         error = (f"refused at hop {path.refused_at}" if path.refused_at is not None
                  else "the destination did not answer")
-    result = MtrResult(
-        probe="mtr", host=base.host, address=base.address, started_at=base.started_at,
-        status="ok" if got else "down", error_kind=error_kind if not got else None,
-        error=error if not got else None, duration_ms=(time.monotonic() - t0) * 1000,
-        mode=base.mode, port=base.port, cycles=base.cycles, max_hops=base.max_hops, reached=path.reached,
-        source=base.source, hops=path.hops, packet_size=size,
+    return replace(
+        base, status="ok" if got else "down", error_kind=error_kind if not got else None,
+        error=error if not got else None, duration_ms=(time.monotonic() - t0) * 1000, reached=path.reached,
+        hops=path.hops, packet_size=size,
         route=replace(route, path_loss_pct=path.loss_pct, declared_line=target.line or None),
         sent=len(samples) if dest is not None else base.cycles, received=len(got), loss_pct=path.loss_pct,
         rtt_ms=rtt_stats(got), jitter_ms=jitter(samples), samples_ms=samples)
-    return result
-
 
 
 def route_seen(result: ProbeResult, sold_as: str | None) -> RouteSeen | None:

@@ -6,7 +6,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.live import Live
@@ -29,12 +29,16 @@ from netprobe.probes.cli_common import (
 from netprobe.probes.mtr import MtrResult, MtrSettings, trace
 from netprobe.probes.render import console, ms, pct
 
+if TYPE_CHECKING:
+    from netprobe.net.geoip import GeoIP
+
 _MTR_FIGURES = ("Last", "Avg", "Best", "Wrst", "StDev", "Javg")
 
 
-def mtr_table(r: MtrResult) -> Table:
+def mtr_table(r: MtrResult, title: str | None = None) -> Table:
     """mtr's own columns; rate-limited hops dimmed (their loss is the router's, not the path's)."""
-    title = f"mtr {r.mode}{f' port {r.port}' if r.port else ''} to {escape(r.host)} ({r.address or '—'})"
+    if title is None:
+        title = f"mtr {r.mode}{f' port {r.port}' if r.port else ''} to {escape(r.host)} ({r.address or '—'})"
     t = Table(title=title, title_justify="left", caption=_route_caption(r), caption_justify="left")
     for name in ("hop", "host", "ASN", "Loss%", "Snt", "Last", "Avg", "Best", "Wrst", "StDev", "Javg"):
         t.add_column(name, justify="left" if name in ("host", "ASN") else "right")
@@ -63,6 +67,11 @@ def _route_caption(r: MtrResult) -> str:
     return text
 
 
+AsnDbOpt = Annotated[str | None, typer.Option("--asn-db", metavar="FILE.mmdb", help="GeoLite2-ASN database.")]
+CityDbOpt = Annotated[str | None, typer.Option("--city-db", metavar="FILE.mmdb",
+                                               help="GeoLite2-City or -Country database.")]
+
+
 def command(
     host: Annotated[str, typer.Argument(metavar="HOST", show_default=False)],
     cycles: Annotated[int | None, typer.Option("--cycles", "-c",
@@ -75,10 +84,7 @@ def command(
     port: Annotated[int | None, typer.Option("--port", "-P", help="udp: 33434, tcp: 443 by default.")] = None,
     max_hops: Annotated[int | None, typer.Option("--max-hops", "-m",
                                                  help="Highest TTL (default 30).")] = None,
-    asn_db: Annotated[str | None, typer.Option("--asn-db", metavar="FILE.mmdb",
-                                               help="GeoLite2-ASN database.")] = None,
-    city_db: Annotated[str | None, typer.Option("--city-db", metavar="FILE.mmdb",
-                                                help="GeoLite2-City or -Country database.")] = None,
+    asn_db: AsnDbOpt = None, city_db: CityDbOpt = None,
     ipv4: V4Opt = False, ipv6: V6Opt = False, as_json: JsonOpt = False,
 ) -> None:
     """Trace the path to HOST hop by hop, like mtr: loss and RTT per hop, the carrier line it runs on."""
@@ -103,16 +109,21 @@ _MTR_FLAGS = {"cycles": "--cycles", "interval": "--interval", "timeout": "--time
               "port": "--port", "max_hops": "--max-hops"}
 
 
-async def _run_mtr(target: ProbeTarget, settings: MtrSettings, asn_db: str | None, city_db: str | None,
-                   live: bool) -> MtrResult:
-    """One trace; for people a table redrawn after every cycle, as mtr does."""
+def open_geoip(asn_db: str | None, city_db: str | None) -> GeoIP | None:
+    """--asn-db / --city-db (mtr, rmtr): the databases, their warnings on stderr."""
     from netprobe.net.geoip import GeoIP  # maxminddb only when a database is given
 
     geoip = GeoIP(Path(asn_db) if asn_db else None, Path(city_db) if city_db else None) \
         if asn_db or city_db else None
     for warning in geoip.warnings if geoip is not None else []:
         sys.stderr.write(f"warning: {warning}\n")
-    ctx = ProbeContext(resolver=Resolver(), geoip=geoip)
+    return geoip
+
+
+async def _run_mtr(target: ProbeTarget, settings: MtrSettings, asn_db: str | None, city_db: str | None,
+                   live: bool) -> MtrResult:
+    """One trace; for people a table redrawn after every cycle, as mtr does."""
+    ctx = ProbeContext(resolver=Resolver(), geoip=open_geoip(asn_db, city_db))
     try:
         if not live:
             return await trace(target, settings, ctx)

@@ -36,3 +36,24 @@ def auth(ctx: ProbeContext) -> ReflectorAuth:
     if ctx.reflector is None:
         raise SetupError("reflector: no token (set [reflector] token_file, or --token-file)")
     return ctx.reflector
+
+
+TOKEN_ENV = "NETPROBE_REFLECTOR_TOKEN"
+
+
+def cli_token(path: str) -> str:
+    """`netprobe probe rmtr|owd --token-file F`: the token from F, else $NETPROBE_REFLECTOR_TOKEN; neither
+    is a usage error (exit 2) naming the option."""
+    import os
+
+    from netprobe.config.secrets import read_secret
+    from netprobe.errors import UsageError
+
+    try:
+        token = read_secret("reflector", file=path) if path else os.environ.get(TOKEN_ENV, "").strip()
+    except SetupError as exc:
+        raise UsageError(str(exc).replace("reflector.token_file", "--token-file")) from None
+    if not token:
+        raise UsageError(f"--token-file: the reflector needs this agent's token (`netprobe target add-agent` "
+                         f"printed it), or set ${TOKEN_ENV}")
+    return token

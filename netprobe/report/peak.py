@@ -263,6 +263,7 @@ async def compute(store: Store, days: int = DEFAULT_DAYS, window: HourWindow | s
             ahead.append((info, asyncio.ensure_future(read(info))))
 
     line_reads: list[asyncio.Future[dict[tuple[str, str], fleet.DetectedLine]]] = []
+    return_reads: list[asyncio.Future[dict[tuple[str, str], fleet.DetectedLine]]] = []    # the way back
     rows: list[PeakRow] = []
     warnings: list[str] = []
     try:
@@ -275,16 +276,20 @@ async def compute(store: Store, days: int = DEFAULT_DAYS, window: HourWindow | s
             if not peak_only:
                 pairs = sorted({(info.id, t) for a in grouped.values() for t in a.targets})
                 line_reads.append(asyncio.ensure_future(fleet.detected_lines(store, pairs, now)))
+                return_reads.append(asyncio.ensure_future(fleet.detected_lines(store, pairs, now, "return")))
             if grouped and problem:
                 warnings.append(f"agent {info.id}: {problem}; its windows are taken in UTC")
             rows += _agent_rows(info, zone, target_info, grouped, win, None if peak_only else off)
         lines = {k: v for found in await asyncio.gather(*line_reads) for k, v in found.items()}
+        back = {k: v for found in await asyncio.gather(*return_reads) for k, v in found.items()}
     finally:
-        tasks: list[asyncio.Future[Any]] = [*(t for _, t in ahead), *line_reads]
+        tasks: list[asyncio.Future[Any]] = [*(t for _, t in ahead), *line_reads, *return_reads]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     rows = [replace(r, detected_line=lines[(r.agent, r.target)].label) if (r.agent, r.target) in lines else r
+            for r in rows]
+    rows = [replace(r, return_line=back[(r.agent, r.target)].label) if (r.agent, r.target) in back else r
             for r in rows]
     return PeakReport(rows=rank_rows(rows), days=days, window=win, offpeak=off, generated_at=now,
                       agent=agent, region=region, warnings=warnings)

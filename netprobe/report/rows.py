@@ -119,7 +119,7 @@ class PeakRow:
     target: str
     datacenter: str | None
     line: str | None                  # declared (targets.line)
-    detected_line: str | None         # latest mtr route label; None without mtr
+    detected_line: str | None         # latest forward route label (mtr); None without mtr
     rtt_probe: str | None             # "icmp", "mtr", or None when neither measured this target
     peak: WindowFigures
     offpeak: WindowFigures
@@ -128,6 +128,14 @@ class PeakRow:
     profile: tuple[HourProfile, ...] = field(repr=False)
     score_ms: float | None = None     # ranking score (ranking.py); lower is better
     rank: int | None = None           # 1 = best within the region; None when there is no peak RTT
+    return_line: str | None = None    # latest return route label (rmtr: the way back); None without rmtr
+
+    @property
+    def asymmetric(self) -> bool | None:
+        """The way out and the way back on different lines; None unless both were traced."""
+        if self.detected_line is None or self.return_line is None:
+            return None
+        return self.detected_line != self.return_line
 
     @property
     def line_mismatch(self) -> bool:
@@ -137,6 +145,7 @@ class PeakRow:
         return {
             "agent": self.agent, "region": self.region, "timezone": self.timezone, "target": self.target,
             "datacenter": self.datacenter, "line": self.line, "detected_line": self.detected_line,
+            "line_fwd": self.detected_line, "line_ret": self.return_line, "asymmetric": self.asymmetric,
             "rtt_probe": self.rtt_probe, "peak": self.peak.to_dict(), "offpeak": self.offpeak.to_dict(),
             "worst_hour": self.worst_hour.to_dict() if self.worst_hour is not None else None,
             **{name: self.peak.figure(name) for name in row_figures()},

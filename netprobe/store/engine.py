@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import queue
 import sqlite3
 import threading
@@ -447,7 +448,24 @@ def create_engine(url: URL, *, sqlite_cache_kib: int | None = None) -> AsyncEngi
     # without a connect timeout an unreachable server hangs the agent/CLI for minutes
     connect_args = {} if "connect_timeout" in url.query else {"connect_timeout": 10}
     return create_async_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5,
-                               connect_args=connect_args)
+                               connect_args=connect_args, json_deserializer=_pg_json_loads)
+
+
+def _pg_json_loads(text: str | bytes) -> Any:
+    """jsonb holds a number as a numeric and writes it back without an exponent: a stored 1e308 comes
+    back as 1 and 308 zeros, an integer. No stored integer is that large (counts, ports and ASNs are
+    below 2**32), so such a number was written as a real and is read as one."""
+    return json.loads(text, parse_int=_int_or_real)
+
+
+def _int_or_real(digits: str) -> int | float:
+    value = int(digits)
+    if abs(value) < 2**63:
+        return value
+    try:
+        return float(value)
+    except OverflowError:        # beyond any float: not from a valid envelope; leave it as it is
+        return value
 
 
 def _sqlite_engine(url: URL, cache_kib: int | None = None) -> AsyncEngine:

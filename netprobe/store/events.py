@@ -1,4 +1,8 @@
-"""Route events from mtr results (DESIGN §6): path changes and line mismatches, stored in `path_changes`.
+"""Route events from traced routes (DESIGN §6, §9): path changes and line mismatches, stored in
+`path_changes`, each with the direction of the path it is about: forward (agent → target, mtr) or
+return (target → agent, rmtr). Each route probe's rounds are a history of their own: a return path is
+compared only with the return path before it. The kind of a mismatch is its probe's (line_mismatch
+forward, return_line_mismatch on the way back).
 
 Detected inside Store.write, in the results' transaction, from nothing but the stored envelopes, so an
 agent (SQLite) and a collector ingesting the same envelopes (PostgreSQL) record the same events.
@@ -21,22 +25,26 @@ from netprobe.store.schema import path_changes, probe_results
 
 PATH_CHANGE = "path_change"
 LINE_MISMATCH = "line_mismatch"
-KINDS = (PATH_CHANGE, LINE_MISMATCH)     # also the order of two events of one round
+RETURN_LINE_MISMATCH = "return_line_mismatch"
+KINDS = (PATH_CHANGE, LINE_MISMATCH, RETURN_LINE_MISMATCH)   # a round's change comes before its mismatch
 _PAGE = 32                               # stored rows read at a time while looking for the previous route
 _FIRST_PAGE = 2                          # ... at first: usually the newest one before the batch is it
 _HASH_MAX = 64                           # path_changes.old_hash/new_hash
 _LABEL_MAX = 32                          # path_changes.label
 
 
-def route_probes() -> tuple[str, ...]:
-    """The probes whose rounds carry a route verdict (their specs' route_of): mtr."""
-    return tuple(name for name, spec in REGISTRY.items() if spec.route_of is not None)
+def route_probes(direction: str | None = None) -> tuple[str, ...]:
+    """The probes whose rounds carry a route verdict (their specs' route_of): mtr, rmtr; with
+    `direction`, those tracing that way (forward: mtr; return: rmtr)."""
+    return tuple(name for name, spec in REGISTRY.items()
+                 if spec.route_of is not None and direction in (None, spec.route_direction))
 
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """The route verdict of one usable mtr result."""
+    """The route verdict of one usable round of a route probe (`probe`)."""
 
+    probe: str
     result_id: str
     started_at: datetime
     label: str | None
@@ -65,10 +73,12 @@ class PathEvent:
     new_hash: str | None
     label: str | None
     details: dict[str, Any]
+    direction: str          # forward | return: the way the path runs (the probe's route_direction)
 
     def to_row(self) -> dict[str, Any]:
         return {"agent_id": self.agent_id, "target_id": self.target_id, "detected_at": self.detected_at,
-                "kind": self.kind, "old_hash": self.old_hash, "new_hash": self.new_hash,
+                "kind": self.kind, "direction": self.direction, "old_hash": self.old_hash,
+                "new_hash": self.new_hash,
                 # the column is short; a long custom label is kept whole in details
                 "label": self.label[:_LABEL_MAX] if self.label is not None else None,
                 "details": self.details}
@@ -91,8 +101,9 @@ def route_of_envelope(env: Envelope) -> Route | None:
     seen = spec.route_of(env.result, line if isinstance(line, str) else None)
     if seen is None or not 0 < len(seen.hash) <= _HASH_MAX:
         return None
-    return Route(result_id=env.id, started_at=env.started_at, label=seen.label, hash=seen.hash,
-                 mismatch=seen.mismatch, asns=list(seen.asns), declared=seen.declared, hops=seen.hops)
+    return Route(probe=env.probe, result_id=env.id, started_at=env.started_at, label=seen.label,
+                 hash=seen.hash, mismatch=seen.mismatch, asns=list(seen.asns), declared=seen.declared,
+                 hops=seen.hops)
 
 
 def route_of(result_id: str, started_at: datetime, envelope: Mapping[str, Any]) -> Route | None:
@@ -101,7 +112,8 @@ def route_of(result_id: str, started_at: datetime, envelope: Mapping[str, Any]) 
     about the shape: an odd route is unusable, never an error, so a collector does not refuse
     envelopes an agent stored."""
     result = envelope.get("result")
-    if envelope.get("probe") not in route_probes() or not isinstance(result, Mapping):
+    probe = envelope.get("probe")
+    if not isinstance(probe, str) or probe not in route_probes() or not isinstance(result, Mapping):
         return None
     route = result.get("route")
     # `reached` is not pinned in DESIGN §7: only an explicit false makes a result unusable
@@ -114,7 +126,8 @@ def route_of(result_id: str, started_at: datetime, envelope: Mapping[str, Any]) 
     asns = route.get("asns")
     target = envelope.get("target")
     declared = route.get("declared_line", target.get("line") if isinstance(target, Mapping) else None)
-    return Route(result_id=result_id, started_at=started_at, label=label if isinstance(label, str) else None,
+    return Route(probe=probe, result_id=result_id, started_at=started_at,
+                 label=label if isinstance(label, str) else None,
                  hash=digest, mismatch=route.get("mismatch") is True,
                  asns=list(asns) if isinstance(asns, list) else [], declared=declared,
                  hops=_hops(result.get("report")))
@@ -130,26 +143,29 @@ def _hops(report: Any) -> list[list[str]]:
 
 
 def compare(previous: Route | None, current: Route, agent_id: str, target_id: str) -> list[PathEvent]:
-    """Events of `current` given the usable route before it (None: the first one seen)."""
+    """Events of `current` given the usable route of the same probe before it (None: the first one seen)."""
+    spec = REGISTRY[current.probe]
+    direction = spec.route_direction
     events = []
     old_hash = previous.hash if previous is not None else None
     if previous is not None and previous.hash != current.hash:
         events.append(PathEvent(
             agent_id, target_id, current.started_at, PATH_CHANGE, old_hash, current.hash, current.label,
-            {"before": previous.summary(), "after": current.summary(), "result_id": current.result_id}))
+            {"before": previous.summary(), "after": current.summary(), "result_id": current.result_id},
+            direction))
     # a mismatch that persists (same detected label) is one event, not one per round
     ongoing = previous is not None and previous.mismatch and previous.label == current.label
     if current.mismatch and not ongoing:
         events.append(PathEvent(
-            agent_id, target_id, current.started_at, LINE_MISMATCH, old_hash, current.hash, current.label,
-            {"declared": current.declared, "detected": current.label, "asns": current.asns,
-             "hash": current.hash, "result_id": current.result_id}))
+            agent_id, target_id, current.started_at, spec.mismatch_kind, old_hash, current.hash,
+            current.label, {"declared": current.declared, "detected": current.label, "asns": current.asns,
+                            "hash": current.hash, "result_id": current.result_id}, direction))
     return events
 
 
 def detect(previous: Route | None, routes: Iterable[Route], new_ids: Set[str], agent_id: str,
            target_id: str) -> list[PathEvent]:
-    """Walk one agent × target's usable routes in time order, starting after `previous`; only the
+    """Walk one agent × target × probe's usable routes in time order, starting after `previous`; only the
     routes in `new_ids` emit events, the others (already stored) serve as what came before."""
     events = []
     for route in sorted(routes, key=lambda r: r.order):
@@ -161,7 +177,7 @@ def detect(previous: Route | None, routes: Iterable[Route], new_ids: Set[str], a
 
 @functools.cache
 def _page_query(dialect: str, limit: int, skipping: bool) -> Select[Any]:
-    """One page of an agent × target's usable stored routes before a cursor, newest first. Built once:
+    """One page of an agent × target × probe's usable stored routes before a cursor, newest first. Built once:
     SQLAlchemy spends longer building a statement than PostgreSQL does running this one."""
     c = probe_results.c
     # Ties on started_at are broken by id in code-point order, as Python compares the batch's ids;
@@ -169,7 +185,7 @@ def _page_query(dialect: str, limit: int, skipping: bool) -> Select[Any]:
     rid = c.id.collate("C") if dialect == "postgresql" else c.id
     query = (select(c.id, c.started_at, c.envelope)
              .where(c.agent_id == bindparam("agent_id"), c.target_id == bindparam("target_id"),
-                    c.probe.in_(route_probes()), c.status != "error",
+                    c.probe == bindparam("probe"), c.status != "error",
                     or_(c.started_at < bindparam("at"), and_(c.started_at == bindparam("at"),
                                                              rid < bindparam("rid"))))
              .order_by(c.started_at.desc(), rid.desc()).limit(limit))
@@ -192,34 +208,38 @@ _PG_ROUTE_PART = (
 
 @functools.cache
 def _pg_first_pages() -> TextualSelect:
-    """PostgreSQL: _page_query's first page (_FIRST_PAGE rows, skipping) of several agent × target
-    pairs at once, each with its own cursor, in one statement rather than one per pair. `skip` holds
-    every pair's ids: result ids are unique, so another pair's never match. The envelopes come as
+    """PostgreSQL: _page_query's first page (_FIRST_PAGE rows, skipping) of several agent × target ×
+    probe keys at once, each with its own cursor, in one statement rather than one per key. `skip`
+    holds every key's ids: result ids are unique, so another key's never match. The envelopes come as
     route_of reads them (_PG_ROUTE_PART)."""
     c = probe_results.c
     return text(
         "SELECT k.n, p.id, p.started_at, p.envelope "
-        "FROM unnest(CAST(:agents AS text[]), CAST(:targets AS text[]), CAST(:ats AS timestamptz[]), "
-        "CAST(:rids AS text[])) WITH ORDINALITY AS k(agent_id, target_id, at, rid, n) "
+        "FROM unnest(CAST(:agents AS text[]), CAST(:targets AS text[]), CAST(:probes AS text[]), "
+        "CAST(:ats AS timestamptz[]), CAST(:rids AS text[])) "
+        "WITH ORDINALITY AS k(agent_id, target_id, probe, at, rid, n) "
         f"CROSS JOIN LATERAL (SELECT c.id, c.started_at, {_PG_ROUTE_PART} AS envelope "
         "FROM probe_results AS c "
-        "WHERE c.agent_id = k.agent_id AND c.target_id = k.target_id "
-        "AND c.probe = ANY(CAST(:route_probes AS text[])) "
+        "WHERE c.agent_id = k.agent_id AND c.target_id = k.target_id AND c.probe = k.probe "
         "AND c.status <> 'error' AND (c.started_at < k.at "
         'OR (c.started_at = k.at AND c.id COLLATE "C" < k.rid COLLATE "C")) '
         "AND c.id <> ALL(CAST(:skip AS text[])) "
         f'ORDER BY c.started_at DESC, c.id COLLATE "C" DESC LIMIT {_FIRST_PAGE}) AS p '
         'ORDER BY k.n, p.started_at DESC, p.id COLLATE "C" DESC'
-    ).bindparams(route_probes=list(route_probes())).columns(
-        n=Integer(), id=c.id.type, started_at=c.started_at.type, envelope=c.envelope.type)
+    ).columns(n=Integer(), id=c.id.type, started_at=c.started_at.type, envelope=c.envelope.type)
 
 
-async def _first_pages(conn: AsyncConnection, cursors: Sequence[tuple[str, str, tuple[datetime, str]]],
+Key = tuple[str, str, str]      # agent_id, target_id, probe: one route history
+
+
+async def _first_pages(conn: AsyncConnection, cursors: Sequence[tuple[Key, tuple[datetime, str]]],
                        skip: Set[str]) -> list[list[tuple[str, datetime, Any]]]:
-    """Each (agent_id, target_id, cursor)'s first page, as stored_routes would read it."""
+    """Each (agent_id, target_id, probe) key's first page before its cursor, as stored_routes would
+    read it."""
     rows = await conn.execute(_pg_first_pages(), {
-        "agents": [a for a, _, _ in cursors], "targets": [t for _, t, _ in cursors],
-        "ats": [at for _, _, (at, _) in cursors], "rids": [rid for _, _, (_, rid) in cursors],
+        "agents": [k[0] for k, _ in cursors], "targets": [k[1] for k, _ in cursors],
+        "probes": [k[2] for k, _ in cursors],
+        "ats": [at for _, (at, _) in cursors], "rids": [rid for _, (_, rid) in cursors],
         "skip": sorted(skip)})
     pages: list[list[tuple[str, datetime, Any]]] = [[] for _ in cursors]
     for n, result_id, started_at, envelope in rows:
@@ -227,14 +247,15 @@ async def _first_pages(conn: AsyncConnection, cursors: Sequence[tuple[str, str, 
     return pages
 
 
-async def stored_routes(conn: AsyncConnection, agent_id: str, target_id: str, first: tuple[datetime, str],
+async def stored_routes(conn: AsyncConnection, key: Key, first: tuple[datetime, str],
                         last: tuple[datetime, str], skip: Set[str],
                         first_page: Sequence[tuple[str, datetime, Any]] | None = None
                         ) -> tuple[Route | None, list[Route]]:
-    """The last usable stored route ordered before `first`, and the usable stored routes between
-    `first` and `last` (results that arrived out of order), ignoring the ids in `skip`. `first_page`:
-    the first page of rows, when already read (_first_pages)."""
-    params: dict[str, Any] = {"agent_id": agent_id, "target_id": target_id}
+    """Of one agent × target × probe, the last usable stored route ordered before `first`, and the
+    usable stored routes between `first` and `last` (results that arrived out of order), ignoring the
+    ids in `skip`. `first_page`: the first page of rows, when already read (_first_pages)."""
+    agent_id, target_id, probe = key
+    params: dict[str, Any] = {"agent_id": agent_id, "target_id": target_id, "probe": probe}
     if skip:
         params["skip"] = sorted(skip)
     between: list[Route] = []
@@ -263,11 +284,11 @@ async def stored_routes(conn: AsyncConnection, agent_id: str, target_id: str, fi
 
 async def detect_new(conn: AsyncConnection, new: Sequence[Envelope]) -> list[PathEvent]:
     """Events caused by `new`, results just inserted in this transaction, in time order."""
-    by_key: dict[tuple[str, str], list[Route]] = {}
-    new_mtr: dict[tuple[str, str], set[str]] = {}    # stored_routes ignores these, usable or not
+    by_key: dict[Key, list[Route]] = {}
+    new_mtr: dict[Key, set[str]] = {}    # stored_routes ignores these, usable or not
     routed = route_probes()
     for env in new:
-        key = (str(env.agent["id"]), str(env.target["id"]))
+        key = (str(env.agent["id"]), str(env.target["id"]), env.probe)
         if env.probe in routed:
             new_mtr.setdefault(key, set()).add(env.id)
         route = route_of_envelope(env)
@@ -280,14 +301,13 @@ async def detect_new(conn: AsyncConnection, new: Sequence[Envelope]) -> list[Pat
         routes.sort(key=lambda r: r.order)
     firsts: list[list[tuple[str, datetime, Any]]] | None = None
     if conn.dialect.name == "postgresql" and len(pairs) > 1:
-        firsts = await _first_pages(conn, [(a, t, routes[-1].order) for (a, t), routes in pairs],
+        firsts = await _first_pages(conn, [(key, routes[-1].order) for key, routes in pairs],
                                     set().union(*new_mtr.values()))
-    for i, ((agent_id, target_id), routes) in enumerate(pairs):
-        previous, stored = await stored_routes(conn, agent_id, target_id, routes[0].order, routes[-1].order,
-                                               new_mtr[agent_id, target_id],
+    for i, (key, routes) in enumerate(pairs):
+        previous, stored = await stored_routes(conn, key, routes[0].order, routes[-1].order, new_mtr[key],
                                                firsts[i] if firsts is not None else None)
-        events += detect(previous, [*stored, *routes], new_ids, agent_id, target_id)
-    # stable: one agent × target's events keep the walk's order (by result, then kind)
+        events += detect(previous, [*stored, *routes], new_ids, key[0], key[1])
+    # stable: one agent × target × probe's events keep the walk's order (by result, then kind)
     events.sort(key=lambda e: (e.detected_at, e.agent_id, e.target_id))
     return events
 

@@ -39,8 +39,8 @@ class TargetInfo:
 @dataclass(frozen=True, slots=True)
 class DetectedLine:
     label: str
-    seen_at: datetime         # the mtr round (or route event) it comes from
-    source: str               # "mtr" (latest stored round) or "event" (latest route event)
+    seen_at: datetime         # the traced round (or route event) it comes from
+    source: str               # the latest stored round's probe (mtr, rmtr), or "event" (latest route event)
 
 
 async def load_agents(store: Store) -> dict[str, AgentInfo]:
@@ -82,29 +82,30 @@ def _route_fields(c: Any, dialect: str) -> tuple[Any, ...]:
     return (env[("result", "status")], unreached, env[("result", "route")], env[("target", "line")])
 
 
-def _label(row: Any) -> str | None:
-    """route_of's verdict on the fields read by _route_fields."""
+def _label(row: Any, probe: str) -> str | None:
+    """route_of's verdict on the fields read by _route_fields (of a round of `probe`)."""
     status, unreached, route, line = row[-4:]
-    envelope = {"probe": route_probes()[0], "target": {"line": line},
+    envelope = {"probe": probe, "target": {"line": line},
                 "result": {"status": status, "reached": False if unreached else None, "route": route}}
     found = route_of(row.id, row.started_at, envelope)
     return found.label if found is not None else None
 
 
-async def _newest_routes(conn: AsyncConnection, dialect: str, pairs: Sequence[tuple[str, str]], now: datetime
-                         ) -> dict[tuple[str, str], tuple[str, datetime]]:
-    """Of each pair's newest _LATEST_MTR mtr rounds before `now`, the newest with a route label. Each
-    pair costs index lookups (its newest round, by a correlated subquery per agent), not a scan of
-    its raw rounds: the newest usually has a label; the few pairs whose newest has none look deeper."""
+async def _newest_routes(conn: AsyncConnection, dialect: str, pairs: Sequence[tuple[str, str]], now: datetime,
+                         probes: tuple[str, ...]) -> dict[tuple[str, str], tuple[str, datetime, str]]:
+    """Of each pair's newest _LATEST_MTR rounds of `probes` (one direction's route probes) before `now`,
+    the newest with a route label, its time and probe. Each pair costs index lookups (its newest round,
+    by a correlated subquery per agent), not a scan of its raw rounds: the newest usually has a label;
+    the few pairs whose newest has none look deeper."""
     c, t = probe_results.c, targets.c
-    out: dict[tuple[str, str], tuple[str, datetime]] = {}
+    out: dict[tuple[str, str], tuple[str, datetime, str]] = {}
     by_agent: dict[str, list[str]] = defaultdict(list)
     for agent_id, target_id in pairs:
         by_agent[agent_id].append(target_id)
 
     def newest(agent_id: str, target_id: Any, depth: int) -> Select[Any]:
         return (select(c.id).where(c.agent_id == agent_id, c.target_id == target_id,
-                                   c.probe.in_(route_probes()),
+                                   c.probe.in_(probes),
                                    c.status != "error", c.started_at < now)
                 .order_by(c.started_at.desc(), c.id.desc()).limit(depth))
 
@@ -115,35 +116,37 @@ async def _newest_routes(conn: AsyncConnection, dialect: str, pairs: Sequence[tu
             ids += [r[0] for r in await conn.execute(q) if r[0] is not None]
     unlabelled = set(pairs)
     for i in range(0, len(ids), 500):
-        q = (select(c.agent_id, c.target_id, c.id, c.started_at, *_route_fields(c, dialect))
+        q = (select(c.agent_id, c.target_id, c.id, c.probe, c.started_at, *_route_fields(c, dialect))
              .where(c.id.in_(ids[i:i + 500])))
         for row in await conn.execute(q):
-            label = _label(row)
+            label = _label(row, row.probe)
             if label is not None:
-                out[(row.agent_id, row.target_id)] = (label, row.started_at)
+                out[(row.agent_id, row.target_id)] = (label, row.started_at, row.probe)
                 unlabelled.discard((row.agent_id, row.target_id))
     for agent_id, target_id in sorted(unlabelled):
         recent = newest(agent_id, target_id, _LATEST_MTR).subquery()
-        q = (select(c.agent_id, c.target_id, c.id, c.started_at, *_route_fields(c, dialect))
+        q = (select(c.agent_id, c.target_id, c.id, c.probe, c.started_at, *_route_fields(c, dialect))
              .where(c.id.in_(select(recent.c.id))).order_by(c.started_at.desc(), c.id.desc()))
         for row in await conn.execute(q):
-            label = _label(row)
+            label = _label(row, row.probe)
             if label is not None:
-                out[(agent_id, target_id)] = (label, row.started_at)
+                out[(agent_id, target_id)] = (label, row.started_at, row.probe)
                 break
     return out
 
 
-async def detected_lines(store: Store, pairs: Iterable[tuple[str, str]],
-                         now: datetime) -> dict[tuple[str, str], DetectedLine]:
-    """The latest mtr route label per agent × target before `now`: from the newest stored mtr round
-    with a label, or, when retention has deleted the rounds, from the newest route event."""
+async def detected_lines(store: Store, pairs: Iterable[tuple[str, str]], now: datetime,
+                         direction: str = "forward") -> dict[tuple[str, str], DetectedLine]:
+    """The latest route label of one direction per agent × target before `now` (forward: mtr's; return:
+    rmtr's): from the newest stored round of that direction with a label, or, when retention has
+    deleted the rounds, from the newest route event of that direction."""
     wanted = set(pairs)
     out: dict[tuple[str, str], DetectedLine] = {}
-    if not wanted:
+    probes = route_probes(direction)
+    if not wanted or not probes:
         return out
     p = path_changes.c
-    mine = p.agent_id.in_(sorted({a for a, _ in wanted}))
+    mine = p.agent_id.in_(sorted({a for a, _ in wanted})) & (p.direction == direction)
     newest = (select(p.agent_id, p.target_id, func.max(p.detected_at).label("at"))
               .where(mine, p.label.is_not(None), p.detected_at < now)
               .group_by(p.agent_id, p.target_id).subquery())
@@ -156,9 +159,9 @@ async def detected_lines(store: Store, pairs: Iterable[tuple[str, str]],
             key = (row.agent_id, row.target_id)
             if key in wanted:   # several events at one instant: the last inserted wins
                 out[key] = DetectedLine(row.label, row.detected_at, "event")
-        routes = await _newest_routes(conn, store.dialect, sorted(wanted), now)
-        for key, (label, started_at) in routes.items():
+        routes = await _newest_routes(conn, store.dialect, sorted(wanted), now, probes)
+        for key, (label, started_at, probe) in routes.items():
             seen = out.get(key)
             if seen is None or started_at >= seen.seen_at:
-                out[key] = DetectedLine(label, started_at, route_probes()[0])
+                out[key] = DetectedLine(label, started_at, probe)
     return out

@@ -154,7 +154,9 @@ path_changes = Table(
     Column("agent_id", String(ID), nullable=False),
     Column("target_id", String(ID), nullable=False),
     Column("detected_at", UTCDateTime(), nullable=False),
-    Column("kind", String(32), nullable=False),        # path_change | line_mismatch
+    Column("kind", String(32), nullable=False),        # path_change | line_mismatch | return_line_mismatch
+    # forward (agent → target: mtr) | return (target → agent: rmtr); rows before 0006 are forward
+    Column("direction", String(16), nullable=False, server_default="forward"),
     Column("old_hash", String(64)),
     Column("new_hash", String(64)),
     Column("label", String(32)),

@@ -781,13 +781,14 @@ class Store:
         return [ResultRow(i, p, a, t, s, st, stored_envelope(e)) for i, p, a, t, s, st, e in rows]
 
     async def path_events(self, agent_id: str | None = None, target_id: str | None = None,
-                          kind: str | None = None, since: datetime | None = None
-                          ) -> list[events.StoredPathEvent]:
-        """Route events (kind path_change or line_mismatch) detected at or after `since`, oldest first.
-        None for a filter means every one."""
+                          kind: str | None = None, since: datetime | None = None,
+                          direction: str | None = None) -> list[events.StoredPathEvent]:
+        """Route events (kind path_change, line_mismatch or return_line_mismatch; direction forward or
+        return) detected at or after `since`, oldest first. None for a filter means every one."""
         p = path_changes.c
         q = select(path_changes)
-        for col, value in ((p.agent_id, agent_id), (p.target_id, target_id), (p.kind, kind)):
+        for col, value in ((p.agent_id, agent_id), (p.target_id, target_id), (p.kind, kind),
+                           (p.direction, direction)):
             if value is not None:
                 q = q.where(col == value)
         if since is not None:
@@ -796,7 +797,8 @@ class Store:
         async with self._read("reading path events from") as conn:
             return [events.StoredPathEvent(id=r.id, agent_id=r.agent_id, target_id=r.target_id,
                                            detected_at=r.detected_at, kind=r.kind, old_hash=r.old_hash,
-                                           new_hash=r.new_hash, label=r.label, details=r.details)
+                                           new_hash=r.new_hash, label=r.label, details=r.details,
+                                           direction=r.direction)
                     for r in await conn.execute(q)]
 
     # -- transactions -----------------------------------------------------------------------------

@@ -3,6 +3,7 @@ rounds of a probe in a window, and how many route events of a kind each agent ×
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import func, select
@@ -27,12 +28,13 @@ async def pairs_with_usable_rounds(store: Store, probe: str, start: datetime, en
         return {(a, t) for a, t in await conn.execute(q)}
 
 
-async def event_counts(store: Store, kind: str, start: datetime, end: datetime,
+async def event_counts(store: Store, kind: str, directions: Sequence[str], start: datetime, end: datetime,
                        agent_id: str | None) -> dict[Key, int]:
-    """Route events of `kind` detected in [start, end), per agent × target that had any."""
+    """Route events of `kind` about a path of one of `directions` (forward, return) detected in
+    [start, end), per agent × target that had any."""
     p = path_changes.c
     q = (select(p.agent_id, p.target_id, func.count())
-         .where(p.kind == kind, p.detected_at >= start, p.detected_at < end)
+         .where(p.kind == kind, p.direction.in_(directions), p.detected_at >= start, p.detected_at < end)
          .group_by(p.agent_id, p.target_id))
     if agent_id is not None:
         q = q.where(p.agent_id == agent_id)

@@ -27,6 +27,17 @@ async def store(pg_url: str) -> AsyncIterator[Store]:
     await s.close()
 
 
+async def test_a_real_reads_back_as_a_real(store: Store) -> None:
+    """jsonb writes a stored 1e308 back without its exponent; read, it is the float it was, not an
+    integer of 309 digits (counts stay integers)."""
+    await store.write(typed([icmp_envelope(T0, [1e308])]))
+    [row] = await store.results()
+    result = row.envelope.raw["result"]
+    assert result["samples_ms"] == [1e308] and type(result["samples_ms"][0]) is float
+    assert result["rtt_ms"]["max"] == 1e308 and type(result["rtt_ms"]["max"]) is float
+    assert type(result["sent"]) is int and result["sent"] == 1
+
+
 async def test_migrations_up_down_up_and_match_the_models(store: Store, pg_url: str) -> None:
     assert store.dialect == "postgresql"
     async with connection(pg_url) as conn:

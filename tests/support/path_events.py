@@ -17,9 +17,10 @@ from netprobe.mtr.hops import Hop
 from netprobe.net.lines import RouteVerdict, path_hash
 from netprobe.probes.mtr import MtrResult
 from netprobe.probes.results import envelope
+from netprobe.probes.rmtr import RmtrResult
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import LINE_MISMATCH, PATH_CHANGE, Store, open_store
-from netprobe.store.events import StoredPathEvent
+from netprobe.store.events import RETURN_LINE_MISMATCH, StoredPathEvent
 from tests.support.store import AGENT, TARGET, icmp_envelope, typed
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -61,9 +62,10 @@ def h(trace: Trace) -> str:
 
 def mtr_envelope(started_at: datetime, trace: Trace, *, target: str | None = None, agent: str | None = None,
                  result_id: str | None = None, reached: bool = True, declared: str = "cn2-gia",
-                 mismatch: bool | None = None) -> dict[str, Any]:
-    """A result shaped as the mtr probe writes it (netprobe.probes.mtr); the route verdict is given,
-    not classified, so the tests pin the events rather than the classifier."""
+                 mismatch: bool | None = None, probe: str = "mtr") -> dict[str, Any]:
+    """A result shaped as the mtr probe writes it (netprobe.probes.mtr; `probe` "rmtr": as the rmtr
+    probe writes the way back); the route verdict is given, not classified, so the tests pin the
+    events rather than the classifier."""
     hubs = [Hop(ttl, list(addresses), [10.0 + ttl, 11.0 + ttl] if addresses else [None, None])
             for ttl, addresses in enumerate(trace.hops, 1)]
     samples: list[float | None] = hubs[-1].samples_ms if reached else [None, None]
@@ -71,11 +73,13 @@ def mtr_envelope(started_at: datetime, trace: Trace, *, target: str | None = Non
     label = trace.label
     route = RouteVerdict(label=label, asns=ASNS[label], hash=h(trace), path_loss_pct=loss_pct(2, len(got)),
                          declared_line=declared, mismatch=label != declared if mismatch is None else mismatch)
-    result = MtrResult(probe="mtr", host=TARGET["host"], started_at=started_at,
-                       status="ok" if got else "down", address="198.18.0.2", cycles=2, max_hops=30,
-                       reached=reached, hops=hubs, route=route,
-                       sent=2, received=len(got), loss_pct=loss_pct(2, len(got)), rtt_ms=rtt_stats(got),
-                       jitter_ms=jitter(samples), samples_ms=samples)
+    kind: type[MtrResult] = RmtrResult if probe == "rmtr" else MtrResult
+    extra = {"reflector": "http://198.18.0.2:8473"} if probe == "rmtr" else {}
+    result = kind(probe=probe, host=TARGET["host"], started_at=started_at,
+                  status="ok" if got else "down", address="198.18.0.2", cycles=2, max_hops=30,
+                  reached=reached, hops=hubs, route=route,
+                  sent=2, received=len(got), loss_pct=loss_pct(2, len(got)), rtt_ms=rtt_stats(got),
+                  jitter_ms=jitter(samples), samples_ms=samples, **extra)
     return envelope(result, {**AGENT, "id": agent or AGENT["id"]}, {**TARGET, "id": target or TARGET["id"]},
                     result_id=result_id)
 
@@ -129,6 +133,7 @@ class PathEventScenarios:
         assert asdict(event) == {
             "id": event.id, "agent_id": "sh-ct-1", "target_id": "hk-cn2", "detected_at": t(5),
             "kind": PATH_CHANGE, "old_hash": h(CN2), "new_hash": h(GT), "label": "cn2-gt",
+            "direction": "forward",
             "details": {
                 "before": {"label": "cn2-gia", "hash": h(CN2),
                            "hops": [["192.168.1.1"], ["100.64.0.1"], [], ["59.43.1.1"], ["59.43.246.2"],
@@ -272,6 +277,32 @@ class PathEventScenarios:
         every = await store.path_events()
         assert [(e.agent_id, e.target_id) for e in every] == \
             [("sh-ct-1", "a"), ("bj-cu-1", "b"), ("sh-ct-1", "b")]
+
+    async def test_each_direction_is_a_history_of_its_own(self, store: Store) -> None:
+        """mtr (forward) and rmtr (return) rounds of one agent × target, interleaved: a return path
+        is compared only with the return path before it, so two steady paths are no change."""
+        fwd = [mtr_envelope(t(10 * i), CN2) for i in range(4)]
+        ret = [mtr_envelope(t(10 * i + 5), C163, probe="rmtr", declared="cn2-gia") for i in range(4)]
+        await write_each(store, [e for pair in zip(fwd, ret, strict=True) for e in pair])
+        [only] = await store.path_events()          # the way back is not the line sold, once
+        assert (only.kind, only.direction, only.label, only.detected_at) == \
+            (RETURN_LINE_MISMATCH, "return", "163", t(5))
+        assert only.details["declared"] == "cn2-gia" and only.details["detected"] == "163"
+
+    async def test_a_change_of_the_way_back_only_is_a_return_event(self, store: Store) -> None:
+        # one batch of both probes (as a collector takes an agent's upload), then one round each
+        await store.write(typed([mtr_envelope(t(0), CN2), mtr_envelope(t(10), CN2),
+                                 mtr_envelope(t(1), C163, probe="rmtr", declared="163")]))
+        await write_each(store, [mtr_envelope(t(11), GT, probe="rmtr", declared="163", mismatch=False),
+                                 mtr_envelope(t(20), CN2)])
+        [event] = await store.path_events()
+        assert brief([event]) == [change(t(11), C163, GT)] and event.direction == "return"
+        assert await store.path_events(direction="forward") == []
+        assert await store.path_events(direction="return") == [event]
+        # the forward path then changes too: a forward event, the return history untouched
+        await store.write(typed([mtr_envelope(t(30), GT, mismatch=False)]))
+        assert [(e.direction, e.kind) for e in await store.path_events()] == \
+            [("return", PATH_CHANGE), ("forward", PATH_CHANGE)]
 
     async def test_reading_filters_by_kind_and_time(self, store: Store) -> None:
         await write_each(store, [mtr_envelope(t(0), CN2), mtr_envelope(t(5), GT), mtr_envelope(t(10), CN2),

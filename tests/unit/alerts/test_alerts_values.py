@@ -132,6 +132,28 @@ class ValueScenarios:
         assert await reader.values("path_change", T0 + 3 * W, T0 + 4 * W) == {}     # no mtr: no data
 
 
+    async def test_path_changes_of_both_directions_count(self, store: Store) -> None:
+        """path_change counts the way back's changes too (rmtr), for a target traced either way; the
+        way back not being the line sold is return_line_mismatch's, not line_mismatch's."""
+        await store.write(typed([
+            mtr_envelope(t(0), CN2), mtr_envelope(t(1), CN2, probe="rmtr"),
+            mtr_envelope(t(6), CN2), mtr_envelope(t(7), GT, probe="rmtr"),       # the way back moves
+            mtr_envelope(t(2), CN2, target="back-only", probe="rmtr", mismatch=False),
+            mtr_envelope(t(8), GT, target="back-only", probe="rmtr", mismatch=False)]))
+        reader = WindowReader(store, None)
+        assert await reader.values("path_change", T0, T0 + W) == {
+            ("sh-ct-1", "hk-cn2"): Value(0.0, "mtr"), ("sh-ct-1", "back-only"): Value(0.0, "rmtr")}
+        assert await reader.values("path_change", T0 + W, T0 + 2 * W) == {
+            ("sh-ct-1", "hk-cn2"): Value(1.0, "mtr"), ("sh-ct-1", "back-only"): Value(1.0, "rmtr")}
+        assert await reader.values("line_mismatch", T0 + W, T0 + 2 * W) == {
+            ("sh-ct-1", "hk-cn2"): Value(0.0, "mtr")}
+        [back] = await store.path_events(target_id="hk-cn2", kind="return_line_mismatch")
+        assert back.direction == "return" and back.label == "cn2-gt"
+        # counted as its own metric, for the pairs rmtr ran for
+        assert await reader.values("return_line_mismatch", T0 + W, T0 + 2 * W) == {
+            ("sh-ct-1", "hk-cn2"): Value(1.0, "rmtr"), ("sh-ct-1", "back-only"): Value(0.0, "rmtr")}
+
+
 class TestValuesSqlite(ValueScenarios):
     @pytest.fixture
     def url(self, tmp_path: Path) -> str:

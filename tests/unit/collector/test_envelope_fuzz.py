@@ -45,7 +45,8 @@ def originals() -> list[dict[str, Any]]:
     """Valid envelopes of every registered probe, from this agent, within the retention horizon."""
     envs = [icmp_envelope(NOW - timedelta(hours=1), [10.5, None, 12.25, 11.0]),
             mtr_envelope(NOW - timedelta(hours=1), CN2), error_envelope(NOW - timedelta(hours=1)),
-            owd_envelope(NOW - timedelta(hours=1))]
+            owd_envelope(NOW - timedelta(hours=1)),
+            mtr_envelope(NOW - timedelta(hours=1), CN2, probe="rmtr")]
     seen: set[str] = set()
     for env in dataset(now=NOW, days=1):
         if env["probe"] not in seen:

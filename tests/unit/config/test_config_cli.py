@@ -34,7 +34,7 @@ tcp_port = 0
 def test_check_ok_prints_summary() -> None:
     result = CliRunner().invoke(app, ["check", str(ROOT / "config.example.toml")])
     assert result.exit_code == 0, result.output
-    assert "OK: 2 targets, 5 jobs" in result.output
+    assert "OK: 2 targets, 6 jobs" in result.output      # hk-cn2: icmp tcp mtr rmtr owd; tyo-163: tcp
     assert "hk1.example.net" in result.output
 
 

@@ -34,7 +34,8 @@ def _read(result: dict[str, Any]) -> ProbeResult:
 
 def test_every_probes_json_reads_back_as_the_record_that_wrote_it() -> None:
     envs = [*dataset(days=1), mtr_envelope(T0, CN2), mtr_envelope(T0, CN2, reached=False), error_envelope(T0),
-            icmp_envelope(T0, [None, None]), owd_envelope(T0), owd_envelope(T0, fwd_lost=(), ret_lost=())]
+            icmp_envelope(T0, [None, None]), owd_envelope(T0), owd_envelope(T0, fwd_lost=(), ret_lost=()),
+            mtr_envelope(T0, CN2, probe="rmtr"), mtr_envelope(T0, CN2, probe="rmtr", reached=False)]
     assert {e["probe"] for e in envs} == set(REGISTRY)
     for env in envs:
         record = _read(env["result"])

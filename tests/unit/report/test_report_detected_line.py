@@ -74,3 +74,40 @@ async def test_newest_labelled_round_per_pair(store: Store) -> None:
     later = await detected_lines(store, pairs, NOW + timedelta(hours=1))
     assert later[(AGENT, "us-cn2")].label == "cn2-gt"
     assert await detected_lines(store, [], NOW) == {}
+
+
+def _return_round(minutes_ago: int, target: str, label: str) -> dict[str, Any]:
+    """An rmtr round (the way back), otherwise as _round makes them."""
+    env = _round(minutes_ago, target, label)
+    env["probe"] = env["result"]["probe"] = "rmtr"
+    env["id"] = f"rmtr-{env['id']}"
+    return env
+
+
+async def test_each_direction_has_its_own_detected_line(store: Store) -> None:
+    """Newer return traces do not change the forward line; the return line is rmtr's own, from its
+    rounds, else from its own route events."""
+    await store.write(typed([_return_round(5, "hk-cn2", "163"), _return_round(50, "hk-bgp", "cmi"),
+                             _return_round(3, "hk-bgp", "cn2-gt")]))
+    pairs = [(AGENT, t) for t in ("hk-cn2", "hk-bgp", "us-cn2")]
+    forward = await detected_lines(store, pairs, NOW)
+    assert {k[1]: (v.label, v.source) for k, v in forward.items()} == {
+        "hk-cn2": ("cn2-gia", "mtr"), "hk-bgp": ("163", "mtr"), "us-cn2": ("cn2-gia", "mtr")}
+    back = await detected_lines(store, pairs, NOW, direction="return")
+    assert {k[1]: (v.label, v.source) for k, v in back.items()} == {
+        "hk-cn2": ("163", "rmtr"), "hk-bgp": ("cn2-gt", "rmtr")}
+    changes = await store.path_events(target_id="hk-bgp", kind="path_change", direction="return")
+    assert [(e.direction, e.old_hash, e.new_hash) for e in changes] == [("return", "hash-cmi", "hash-cn2-gt")]
+
+
+async def test_report_rows_give_both_lines_and_whether_they_differ(store: Store) -> None:
+    """report peak's JSON rows: line_fwd (mtr's), line_ret (rmtr's), asymmetric (None unless both)."""
+    from netprobe.report.peak import peak_rows
+
+    await store.write(typed([_return_round(5, "hk-cn2", "163"), _return_round(5, "hk-bgp", "163")]))
+    rows = {r.target: r.to_dict() for r in await peak_rows(store, days=1, window="17-19", now=NOW)}
+    got = {t: (r["line_fwd"], r["line_ret"], r["asymmetric"]) for t, r in rows.items()}
+    assert got["hk-cn2"] == ("cn2-gia", "163", True)          # out on CN2 GIA, back on 163
+    assert got["hk-bgp"] == ("163", "163", False)
+    assert got["us-cn2"] == ("cn2-gia", None, None)            # no way back traced
+    assert all(r["line_fwd"] == r["detected_line"] for r in rows.values())

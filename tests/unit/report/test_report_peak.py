@@ -307,7 +307,8 @@ async def test_works_from_rollups_after_raw_retention(tmp_path: Path) -> None:
     for rb, ra in zip(b["rows"], a["rows"], strict=True):
         if rb["target"] == "us-163":      # its label only lived in the raw traces (never an event)
             assert (rb["detected_line"], ra["detected_line"]) == ("163", None)
-            rb["detected_line"] = None
+            assert (rb["line_fwd"], ra["line_fwd"]) == ("163", None)        # the same forward line
+            rb["detected_line"] = rb["line_fwd"] = None
         assert ra == rb
     tyo = next(r for r in a["rows"] if r["target"] == MTR_ONLY)
     assert tyo["detected_line"] == "cn2-gt"                              # from the line_mismatch event

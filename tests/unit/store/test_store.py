@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import inspect
 
 from netprobe.errors import StorageError, UsageError
 from netprobe.stats import jitter
@@ -43,6 +44,22 @@ async def test_migrations_up_down_up_and_match_the_models(store: Store, url: str
     assert await store.upgrade() == head_revision()
     async with connection(url) as conn:
         assert TABLES <= await conn.run_sync(table_names)
+
+
+async def test_route_events_stored_before_0006_are_forward(store: Store, url: str) -> None:
+    """0006 adds path_changes.direction: the events already stored were all mtr's, the forward path."""
+    from tests.support.path_events import CN2, GT, mtr_envelope, t
+
+    await store.write(typed([mtr_envelope(t(0), CN2), mtr_envelope(t(5), GT, mismatch=False)]))
+    assert await store.downgrade("0005") == "0005"
+    async with connection(url) as conn:
+        assert "direction" not in {c["name"] for c in await conn.run_sync(
+            lambda sync: inspect(sync).get_columns("path_changes"))}
+    assert await store.upgrade() == head_revision()
+    [event] = await store.path_events()
+    assert (event.kind, event.direction) == ("path_change", "forward")
+    async with connection(url) as conn:
+        assert await conn.run_sync(schema_diff) == []
 
 
 async def test_sqlite_pragmas_and_directory_created(store: Store, url: str, tmp_path: Path) -> None:

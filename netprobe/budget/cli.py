@@ -53,12 +53,12 @@ def budget(
 async def _peak(db: str | None, days: int, window: str, region: str | None) -> list[PeakRow]:
     from netprobe.report.peak import peak_rows
     from netprobe.report.windows import HourWindow
-    from netprobe.store.store import open_store
+    from netprobe.store.reads import open_source
 
     win = HourWindow.parse(window, "--window")
     if days < 1:
         raise UsageError(f"--days: must be at least 1, got {days}")
-    store = await open_store(db)
+    store = await open_source(db)     # plain SQL, without SQLAlchemy, on a database at the head revision
     try:
         return await peak_rows(store, days, win, region=region, peak_only=True)
     finally:

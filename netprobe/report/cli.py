@@ -60,9 +60,9 @@ def peak(
 async def _compute(db: str | None, days: int, window: HourWindow, offpeak: HourWindow, agent: str | None,
                    region: str | None) -> PeakReport:
     from netprobe.report.peak import compute
-    from netprobe.store.store import open_store
+    from netprobe.store.reads import open_source
 
-    store = await open_store(db)
+    store = await open_source(db)     # plain SQL, without SQLAlchemy, on a database at the head revision
     try:
         return await compute(store, days, window, offpeak, agent=agent, region=region)
     finally:

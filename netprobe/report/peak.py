@@ -16,8 +16,9 @@ from zoneinfo import ZoneInfo
 from netprobe.stats import loss_pct
 from netprobe.store import fleet
 from netprobe.store.prefix import COUNTERS
+from netprobe.store.prefix_read import local_days
+from netprobe.store.reads import Source
 from netprobe.store.rollups import rollup_figures
-from netprobe.store.store import Store
 from netprobe.times import iso, utc_now
 
 from .ranking import RULE, rank_rows
@@ -214,24 +215,29 @@ def _agent_rows(agent: fleet.AgentInfo, zone: ZoneInfo, targets: Mapping[str, fl
     return rows
 
 
-async def _agent_series(store: Store, agent: str, local: LocalDays, known_targets: Iterable[str],
+async def _read_days(store: Source, agent: str, local: LocalDays, probes: Sequence[str],
+                     targets: Sequence[str] | None, only: Mapping[str, Sequence[int]]
+                     ) -> dict[str, HourArrays]:
+    async with store.reading("reading rollups from") as conn:
+        return await local_days(conn, agent, local.zone, local.first, local.now, probes, targets, only)
+
+
+async def _agent_series(store: Source, agent: str, local: LocalDays, known_targets: Iterable[str],
                         windows: Sequence[HourWindow], profile: bool) -> dict[str, HourArrays]:
     """Per probe, what the report reads of one agent's local days. The RTT probe by every hour of day
     for the profile, else only in the windows, as tcp and sse; mtr only where there is no icmp."""
     in_windows = sorted({h for w in windows for h in w.hours})
     rtt, figured = rtt_probes(), [p for p in figure_probes() if p not in rtt_probes()]
     only = dict.fromkeys(figured, in_windows) | ({} if profile else dict.fromkeys(rtt, in_windows))
-    got = await store.local_days(agent, local.zone, local.first, local.now, (*rtt[:1], *figured),
-                                 hours_of_day=only)
+    got = await _read_days(store, agent, local, (*rtt[:1], *figured), None, only)
     with_first = set(got[rtt[0]].targets) if rtt and rtt[0] in got else set()
     others = sorted(set(known_targets) - with_first)
     if others and rtt[1:]:
-        got.update(await store.local_days(agent, local.zone, local.first, local.now, rtt[1:],
-                                          targets=others, hours_of_day=only))
+        got.update(await _read_days(store, agent, local, rtt[1:], others, only))
     return got
 
 
-async def compute(store: Store, days: int = DEFAULT_DAYS, window: HourWindow | str = DEFAULT_WINDOW,
+async def compute(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | str = DEFAULT_WINDOW,
                   offpeak: HourWindow | str = DEFAULT_OFFPEAK, agent: str | None = None,
                   region: str | None = None, now: datetime | None = None,
                   peak_only: bool = False) -> PeakReport:
@@ -295,7 +301,7 @@ async def compute(store: Store, days: int = DEFAULT_DAYS, window: HourWindow | s
                       agent=agent, region=region, warnings=warnings)
 
 
-async def peak_rows(store: Store, days: int = DEFAULT_DAYS, window: HourWindow | str = DEFAULT_WINDOW,
+async def peak_rows(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | str = DEFAULT_WINDOW,
                     offpeak: HourWindow | str = DEFAULT_OFFPEAK, agent: str | None = None,
                     region: str | None = None, now: datetime | None = None,
                     peak_only: bool = False) -> list[PeakRow]:

@@ -46,7 +46,7 @@ def decode(data: bytes) -> Part:
     if magic != SUMS_MAGIC or nc != NC:
         raise ValueError("not a prefix sums payload of this version")
     at = SUMS_HEAD.size
-    names: list[str] = orjson.loads(data[at:at + nlen]) if nlen else []
+    names = _names(data[at:at + nlen]) if nlen else ()
     at += nlen
     hours = np.frombuffer(data, "<i8", 24, at)
     at += 8 * 24
@@ -63,6 +63,17 @@ def decode(data: bytes) -> Part:
     bins = np.frombuffer(data, dtype, n_pos + n_neg, at).astype(np.float64)
     return Part(hours, c, zero, {n: ex[:, i, :] for i, n in enumerate(names)}, spans, bins[:n_pos],
                 bins[n_pos:])
+
+
+_NAMES: dict[bytes, tuple[str, ...]] = {}
+
+
+def _names(raw: bytes) -> tuple[str, ...]:
+    """A payload's extra names: the same few lists in every row of a probe, parsed once."""
+    got = _NAMES.get(raw)
+    if got is None:
+        got = _NAMES[raw] = tuple(orjson.loads(raw))
+    return got
 
 
 def decode_extremes(data: bytes | None) -> F64:

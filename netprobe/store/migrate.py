@@ -11,13 +11,14 @@ import ast
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import inspect, text
-from sqlalchemy.engine import Connection
-
 from netprobe.errors import StorageError
 
 if TYPE_CHECKING:
     from alembic.config import Config
+    from sqlalchemy.engine import Connection
+
+# SQLAlchemy is imported where a connection is used: the reports' plain-SQL read path
+# (netprobe.store.reads) reads script_head() without loading it.
 
 # Any fixed number: PostgreSQL advisory lock that serialises concurrent upgrades (several collectors).
 _PG_UPGRADE_LOCK = 0x6E657470
@@ -84,10 +85,17 @@ def _script_head() -> str | None:
     return heads.pop() if len(heads) == 1 else None
 
 
+def script_head() -> str | None:
+    """The head of the migration scripts read from their text (None: let Alembic decide)."""
+    return _script_head()
+
+
 def _stored_revision(connection: Connection) -> str | None:
     """alembic_version's one row as Alembic reads it; None when there is no table or not one row."""
     # Not inspect().has_table: on PostgreSQL that loads the catalog reflection machinery, a tenth of a
     # short command's start-up, for one yes or no.
+    from sqlalchemy import inspect, text
+
     if connection.dialect.name == "postgresql":
         exists = connection.execute(text("SELECT to_regclass('alembic_version') IS NOT NULL")).scalar()
     elif connection.dialect.name == "sqlite":
@@ -103,6 +111,8 @@ def _stored_revision(connection: Connection) -> str | None:
 
 def upgrade(connection: Connection, revision: str = "head") -> str | None:
     """Run inside an open transaction; returns the revision the database is at afterwards."""
+    from sqlalchemy import text
+
     if connection.dialect.name == "postgresql":
         connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_UPGRADE_LOCK})
     if revision == "head":

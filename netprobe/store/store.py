@@ -23,7 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.dml import Insert
 
 from netprobe.errors import StorageError
-from netprobe.store import events, migrate, outbox, prefix_sql
+from netprobe.store import events, migrate, outbox, prefix_read, prefix_sql, reads, routes
 from netprobe.store import sketch as sketches
 from netprobe.store.engine import READ_ONLY, AsyncConnection, AsyncEngine, create_engine, mapped_errors
 from netprobe.store.envelopes import Envelope, stored_envelope
@@ -504,7 +504,7 @@ class Store:
             if all((known := self._refs.get(key)) is not None and known[0] == row
                    and clock - known[1] < REFS_REFRESH_S for key, row in mine):
                 if table is targets and self.dialect == "postgresql":
-                    routed = events.route_probes()
+                    routed = routes.route_probes()
                     mtr = sorted({str(e.target["id"]) for e in envs if e.probe in routed})
                     if mtr:
                         await conn.execute(_LOCK_TARGETS, {"ids": mtr})
@@ -713,12 +713,12 @@ class Store:
 
     async def local_days(self, agent_id: str, zone: ZoneInfo, first: date, now: datetime,
                          probes: Sequence[str], targets: Sequence[str] | None = None,
-                         hours_of_day: Mapping[str, Sequence[int]] | None = None) -> prefix_sql.Days:
+                         hours_of_day: Mapping[str, Sequence[int]] | None = None) -> prefix_read.Days:
         """Per (target, probe) of one agent, its sums and extremes by local hour of day over the local
         days from `first` to `now` (prefix rows where folded, hourly rows after)."""
-        async with self._read("reading rollups from") as conn:
-            return await prefix_sql.local_days(conn, agent_id, zone, first, _aware(now, "now"), probes,
-                                               targets, hours_of_day)
+        async with self.reading("reading rollups from") as conn:
+            return await prefix_read.local_days(conn, agent_id, zone, first, _aware(now, "now"), probes,
+                                                targets, hours_of_day)
 
     # -- reading ----------------------------------------------------------------------------------
     async def ping(self) -> None:
@@ -812,10 +812,30 @@ class Store:
             raise StorageError(f"{doing} {self.url} failed: {exc}") from exc
 
     @asynccontextmanager
+    async def reading(self, doing: str) -> AsyncIterator[reads.Conn]:
+        """A connection for the plain SQL of netprobe.store.reads (the reports' statements)."""
+        async with self._read(doing) as conn:
+            yield _DriverConn(conn, self.dialect)
+
+    @asynccontextmanager
     async def _read(self, doing: str) -> AsyncIterator[AsyncConnection]:
         async with mapped_errors(self._url, doing), self._engine.connect() as conn:
             await conn.execution_options(**READ_ONLY)
             yield conn
+
+
+class _DriverConn:
+    """netprobe.store.reads' statements on one of the Store's connections, as the driver runs them."""
+
+    __slots__ = ("_conn", "_dialect")
+
+    def __init__(self, conn: AsyncConnection, dialect: str) -> None:
+        self._conn, self._dialect = conn, dialect
+
+    async def fetch(self, sql: str, params: Mapping[str, Any] | None = None) -> list[reads.Row]:
+        text_, args = reads.prepare(self._dialect, sql, params)
+        result = await self._conn.exec_driver_sql(text_, args)
+        return [tuple(r) for r in result] if result.returns_rows else []
 
 
 async def open_store(url: str | None = None, *, upgrade: bool = True,

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
+from typing import TYPE_CHECKING
 
 from netprobe.errors import UsageError
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
+
+# SQLAlchemy's URL parsing is imported in the functions that parse: the reports' plain-SQL read path
+# (netprobe.store.reads) needs only default_db_url and never loads SQLAlchemy.
 
 _PG_NAMES = {"postgresql", "postgres"}
 
@@ -33,6 +37,9 @@ def default_db_url() -> str:
 def is_url(url: str) -> bool:
     """Whether SQLAlchemy reads `url` as a database URL (of any backend; normalise_url says which
     netprobe can open)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
     try:
         make_url(url)
     except (ArgumentError, ValueError):  # ValueError: a port that is not a number
@@ -43,6 +50,9 @@ def is_url(url: str) -> bool:
 def normalise_url(url: str) -> URL:
     """Map any SQLite/PostgreSQL URL onto the drivers netprobe uses: the standard library's sqlite3 (on the
     engine's worker thread, netprobe.store.engine.ThreadedEngine) and psycopg 3's async connections."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
     try:
         parsed = make_url(url.strip())
     except ArgumentError:
@@ -58,6 +68,9 @@ def normalise_url(url: str) -> URL:
 
 def display_url(url: URL | str) -> str:
     """The URL with any password masked, for messages and logs."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
     try:
         parsed = make_url(url) if isinstance(url, str) else url
     except ArgumentError:

@@ -1,0 +1,237 @@
+"""The question a report asks of the prefix rollups (netprobe.store.prefix): "these local days of this
+agent", per series from a few prefix rows and the hourly rows after them. Plain SQL
+(netprobe.store.reads), so a report runs it without SQLAlchemy; the writers' side (fold, invalidate)
+is netprobe.store.prefix_sql."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
+
+from netprobe.store.prefix import COUNTERS, covers, level_for, local_day, midnight
+from netprobe.store.reads import Conn, utc
+
+if TYPE_CHECKING:
+    from netprobe.store.hour_arrays import HourArrays
+
+_HOUR = timedelta(hours=1)
+REFOLD = "prefix_refold_from"     # store_meta: a late write emptied some series before this instant
+Days = dict[str, "HourArrays"]     # per probe: the agent's series of it
+
+# What the arrays take of an hourly row (netprobe.store.hour_arrays.Builder.add_hour, prefix.extremes_of)
+_HOUR_COLS = ("target_id", "probe", "hour", *COUNTERS, "rtt_min", "rtt_max", "sketch", "extras")
+
+
+_LISTED_HOURS = 96                 # a tail of up to this many hours is read by naming the hours it wants
+
+
+def _hours(start: datetime, end: datetime) -> list[datetime]:
+    """The UTC hour starts in [start, end)."""
+    h = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    h = h if h >= start else h + _HOUR
+    out: list[datetime] = []
+    while h < end and len(out) <= _LISTED_HOURS:
+        out.append(h)
+        h += _HOUR
+    return out
+
+
+def _day_of(fu: datetime, zone: ZoneInfo) -> date:
+    return local_day(fu - timedelta(microseconds=1), zone)
+
+
+def _marks(n_probes: int, targets: bool) -> str:
+    """Per series of one agent: its newest row by `now`, its newest by `start`, its first. Index
+    descents per series (the agent's targets found by skipping along the primary key), so the cost
+    follows the series, not the days they have stored."""
+    kinds = " UNION ALL ".join(f"SELECT %(p{i})s AS probe" for i in range(n_probes))
+    one = ("(SELECT {f}(r.folded_until) FROM rollups_prefix r WHERE r.agent_id = %(a)s AND r.target_id = t.id"
+           " AND r.probe = k.probe{cond})")
+    return f"""
+        WITH RECURSIVE t(id) AS (
+            SELECT (SELECT min(target_id) FROM rollups_prefix WHERE agent_id = %(a)s)
+            UNION ALL
+            SELECT (SELECT min(target_id) FROM rollups_prefix WHERE agent_id = %(a)s AND target_id > t.id)
+            FROM t WHERE t.id IS NOT NULL)
+        SELECT * FROM (
+            SELECT t.id AS target_id, k.probe AS probe,
+                   {one.format(f="max", cond=" AND r.folded_until <= %(now)s")} AS last,
+                   {one.format(f="max", cond=" AND r.folded_until <= %(start)s")} AS before,
+                   {one.format(f="min", cond="")} AS first
+            FROM t, ({kinds}) k
+            WHERE t.id IS NOT NULL{" AND t.id IN %(targets)s" if targets else ""}) m
+        WHERE m.first IS NOT NULL"""
+
+
+async def local_days(conn: Conn, agent_id: str, zone: ZoneInfo, first: date, now: datetime,
+                     probes: Sequence[str], targets: Sequence[str] | None = None,
+                     hours_of_day: Mapping[str, Sequence[int]] | None = None) -> Days:
+    """Per (target, probe) of this agent: sums and extremes per local hour of day over the hours whose
+    local date is ≥ `first` and that started before `now` (so: the last N local days, today included).
+    `hours_of_day`: per probe, the only hours of day wanted (None: all 24)."""
+    from netprobe.store import hour_arrays as arrays  # NumPy: readers only, never an agent's writes
+
+    if targets is not None and not targets:
+        return {}
+    start = midnight(first, zone)
+    # No zone here: the marks come from the primary key alone; the rows read below are checked for it.
+    lasts: dict[tuple[str, str], datetime] = {}
+    befores: dict[tuple[str, str], datetime] = {}
+    firsts: dict[tuple[str, str], datetime] = {}
+    params: dict[str, Any] = {"a": agent_id, "now": now, "start": start,
+                              **{f"p{i}": p for i, p in enumerate(probes)}}
+    if targets is not None:
+        params["targets"] = list(targets)
+    for target_id, probe, last, before, first_fu in await conn.fetch(_marks(len(probes), targets is not None),
+                                                                     params):
+        key = (target_id, probe)
+        firsts[key] = utc(first_fu)
+        if last is not None:
+            lasts[key] = utc(last)
+        if before is not None:
+            befores[key] = utc(before)
+
+    # Which rows to read, per series: L (sums + extremes at its day), B (sums before the first day),
+    # R (extremes of the 2^k days starting at the first day).
+    plan: dict[tuple[str, str], dict[str, Any]] = {}
+    for key, fu_last in lasts.items():
+        if fu_last <= start:
+            continue                  # folded only up to before these days: all from hourly rows
+        d_last = _day_of(fu_last, zone)
+        d_first = first
+        fu_before = befores.get(key)
+        if fu_before is None:         # no data before the first day: start at the series' first day
+            d_first = max(first, _day_of(firsts[key], zone))
+        n = (d_last - d_first).days + 1
+        if n < 1 or not covers(n):
+            continue
+        k = level_for(n)
+        fu_r = midnight(d_first + timedelta(days=(1 << k)), zone)
+        plan[key] = {"L": fu_last, "B": fu_before, "R": fu_r if fu_r < fu_last else fu_last, "k": k}
+    wanted: dict[tuple[str, str, datetime], set[str]] = defaultdict(set)
+    for key, p in plan.items():
+        wanted[(*key, p["L"])].add("sums")
+        wanted[(*key, p["L"])].add(f"l{p['k']}")
+        if p["B"] is not None:
+            wanted[(*key, p["B"])].add("sums")
+        wanted[(*key, p["R"])].add(f"l{p['k']}")
+    fetched: dict[tuple[str, str, datetime], dict[str, Any]] = {}
+    by_columns: dict[tuple[str, ...], list[tuple[str, str, datetime]]] = defaultdict(list)
+    for key_fu, needs in wanted.items():
+        by_columns[tuple(sorted(needs))].append(key_fu)
+    zone_key = str(zone.key)
+    for names, keys in by_columns.items():       # only the columns each row is read for
+        cols = ", ".join("payload" if n == "sums" else n for n in names)
+        base = (f"SELECT target_id, probe, folded_until, zone, {cols} FROM rollups_prefix"
+                " WHERE agent_id = %(a)s")
+        instants = sorted({k[2] for k in keys})
+        queries: list[tuple[str, dict[str, Any]]]
+        if len(instants) <= 8:      # the usual case: every series folded by the same runs, at midnights
+            wanted_keys: set[tuple[str, str, datetime]] | None = set(keys)
+            queries = [(base + " AND probe IN %(probes)s AND folded_until IN %(fus)s",
+                        {"a": agent_id, "probes": list(probes), "fus": instants})]
+        else:
+            wanted_keys = None
+            queries = [(base + " AND (target_id, probe, folded_until) IN %(keys)s",
+                        {"a": agent_id, "keys": keys[i:i + 500]}) for i in range(0, len(keys), 500)]
+        for sql, args in queries:
+            for r in await conn.fetch(sql, args):
+                key3 = (r[0], r[1], utc(r[2]))
+                if wanted_keys is not None and key3 not in wanted_keys:
+                    continue
+                if r[3] == zone_key:      # rows of another zone: the fold has yet to redo them
+                    fetched[key3] = dict(zip(names, r[4:], strict=True))
+
+    builders = {p: arrays.Builder() for p in probes}
+    tails: dict[tuple[str, str], datetime] = {}
+    missing = False
+    for key, p in plan.items():
+        lrow, rrow = fetched.get((*key, p["L"])), fetched.get((*key, p["R"]))
+        brow = fetched.get((*key, p["B"])) if p["B"] is not None else None
+        if lrow is None or rrow is None or (p["B"] is not None and brow is None):
+            missing = True            # a fold or a late write in between: read the hours instead
+            continue
+        b = builders[key[1]]
+        b.add_part(key[0], arrays.decode(lrow["sums"]), 1.0)
+        if brow is not None:
+            b.add_part(key[0], arrays.decode(brow["sums"]), -1.0)
+        level = f"l{p['k']}"
+        b.add_extremes(key[0], arrays.decode_extremes(lrow[level]))
+        b.add_extremes(key[0], arrays.decode_extremes(rrow[level]))
+        tails[key] = p["L"]
+    # Hours after each series' newest row (its tail), and every hour of series without usable rows:
+    # of the whole days if nothing of this agent is folded, else only since the fold (new series) or
+    # since a late write emptied some (the refold marker). No list of series goes into the SQL: the
+    # tails start at one instant in the usual case, and series without rows are rare.
+    since = start
+    marker: str | None = None
+    if lasts and not missing:
+        since = max(start, min(lasts.values()) - timedelta(days=1))
+        got = await conn.fetch("SELECT value FROM store_meta WHERE key = %(k)s", {"k": REFOLD})
+        marker = got[0][0] if got else None
+        if marker is not None:
+            since = max(start, min(since, datetime.fromisoformat(marker) - timedelta(days=1)))
+    where = "agent_id = %(a)s AND probe IN %(probes)s AND hour < %(now)s"
+    hp: dict[str, Any] = {"a": agent_id, "probes": list(probes), "now": now}
+    if targets is not None:
+        where += " AND target_id IN %(targets)s"
+        hp["targets"] = list(targets)
+    hq = f"SELECT {', '.join(_HOUR_COLS)} FROM rollups_hourly WHERE {where}"
+    t0 = min(tails.values(), default=since)       # the rows filter below keeps each series' own hours
+    only_of = hours_of_day or {}
+    queries = [(hq + " AND hour >= %(t0)s", {**hp, "t0": t0})]
+    instants = _hours(t0, now)
+    if len(instants) <= _LISTED_HOURS and any(only_of.get(p) is not None for p in probes):
+        # A tail is a day or so of hours: name the UTC hours whose local hour of day a probe wants
+        # (tcp and sse: the windows'; the budget: the peak window's) instead of fetching every hour
+        # and dropping most of them below (SQLite has no time zones; the list works on both).
+        queries = []
+        groups: dict[tuple[int, ...] | None, list[str]] = defaultdict(list)
+        for probe in probes:
+            o = only_of.get(probe)
+            groups[None if o is None else tuple(sorted(set(o)))].append(probe)
+        for hours, members in groups.items():
+            args = {**hp, "probes": members, "t0": t0}
+            if hours is None:
+                queries.append((hq + " AND hour >= %(t0)s", args))
+                continue
+            keep = [h for h in instants if h.astimezone(zone).hour in hours]
+            if keep:
+                queries.append((hq + " AND hour >= %(t0)s AND hour IN %(hours)s", {**args, "hours": keep}))
+    # Series without usable rows, with hours before the tails start: only where rows went missing
+    # (read from the first day) or a late write or a skipped series left the refold marker. Otherwise
+    # every series with hours before the last fold has rows up to it (the fold takes every series
+    # with hours after its newest row), so a series without rows has hours only in the tail query's.
+    if since < t0 and (missing or marker is not None):
+        gap = " AND hour >= %(since)s AND hour < %(t0)s"
+        seen = await conn.fetch(f"SELECT DISTINCT target_id, probe FROM rollups_hourly WHERE {where}{gap}",
+                                {**hp, "since": since, "t0": t0})
+        new = sorted({(r[0], r[1]) for r in seen} - set(tails))
+        if new:
+            queries.append((hq + gap + " AND target_id IN %(new)s",
+                            {**hp, "since": since, "t0": t0, "new": sorted({t for t, _ in new})}))
+    for sql, args in queries:
+        for r in await conn.fetch(sql, args):
+            m = dict(zip(_HOUR_COLS, r, strict=True))
+            hour = m["hour"] = utc(m["hour"])
+            key = (m["target_id"], m["probe"])
+            tail = tails.get(key)
+            if (hour < tail if tail is not None else hour < since) or local_day(hour, zone) < first:
+                continue
+            h = hour.astimezone(zone).hour
+            only = only_of.get(key[1])
+            if only is not None and h not in only:
+                continue
+            builders[key[1]].add_hour(key[0], h, m)
+    out: Days = {}
+    for probe, b in builders.items():
+        built = b.build(only_of.get(probe))
+        if built.targets:
+            out[probe] = built
+    return out
+
+
+__all__ = ["REFOLD", "Days", "local_days"]

@@ -1,0 +1,281 @@
+"""Plain SQL for the reports' read path, on psycopg (PostgreSQL) or sqlite3 directly, without SQLAlchemy.
+
+`netprobe report peak` and `budget` only read, and what they read is a few statements per agent
+(netprobe.store.fleet, netprobe.store.prefix_read). Importing SQLAlchemy (Core, the engine, a dialect)
+cost 0.4–0.5 s of CPU per command on this project's VM, most of a report's start-up and half of the
+< 1 s goal at fleet scale, for statements that are plain text anyway. So those statements are written
+once here in plain SQL and run on one of two sources:
+
+- Reader: its own connections, psycopg's async ones (results in binary: bytea arrives as bytes, not
+  as hex text to decode, a third of that fetch's CPU) or sqlite3's on a thread; opened by open_reader
+  only when the database is at the scripts' head revision (so nothing needs migrating);
+- Store.reading(): the same statements on the Store's SQLAlchemy connection (exec_driver_sql), for
+  every other caller and for a database open_reader declines (missing, not migrated yet).
+
+SQL is written with %(name)s parameters; a list or tuple value becomes a parenthesised list
+(`IN %(ids)s`), a list of tuples a VALUES list (`(a, b) IN %(keys)s`). Timestamps go in and come out as
+SQLAlchemy's UTCDateTime has them: aware UTC datetimes in Python, naive UTC text on SQLite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import sqlite3
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from netprobe.errors import StorageError
+
+if TYPE_CHECKING:
+    import psycopg
+
+Row = tuple[Any, ...]
+_PARAM = re.compile(r"%\((\w+)\)s")
+_SQLITE_BUSY_S = 30.0           # as netprobe.store.engine.BUSY_TIMEOUT_MS
+_PG_CONNECT_TIMEOUT_S = 10      # as netprobe.store.engine.create_engine
+
+
+class Conn(Protocol):
+    """One connection of a source, checked out for a few statements."""
+
+    async def fetch(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]: ...
+
+
+class Source(Protocol):
+    """What the reports read from: a Reader, or a Store (netprobe.store.store)."""
+
+    @property
+    def dialect(self) -> str: ...
+
+    @property
+    def parallel_reads(self) -> int: ...
+
+    def reading(self, doing: str) -> AbstractAsyncContextManager[Conn]: ...
+
+    async def close(self) -> None: ...
+
+
+def utc(value: Any) -> datetime:
+    """A timestamp column's value as an aware UTC datetime (SQLite: naive UTC text)."""
+    if isinstance(value, str):
+        return datetime.fromisoformat(value).replace(tzinfo=UTC)
+    assert isinstance(value, datetime), value
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _stored(value: Any, dialect: str) -> Any:
+    """A parameter as the column holds it: on SQLite a datetime is naive UTC text with microseconds
+    (SQLAlchemy's storage format for DateTime there)."""
+    if isinstance(value, datetime) and dialect == "sqlite":
+        ts = value.astimezone(UTC) if value.tzinfo is not None else value
+        return ts.replace(tzinfo=None).isoformat(" ", "microseconds")
+    return value
+
+
+def prepare(dialect: str, sql: str, params: Mapping[str, Any] | None) -> tuple[str, dict[str, Any]]:
+    """The statement in the driver's style (psycopg's %(name)s, sqlite3's :name), lists expanded."""
+    out: dict[str, Any] = {}
+    sqlite = dialect == "sqlite"
+
+    def one(name: str, value: Any) -> str:
+        out[name] = _stored(value, dialect)
+        return f":{name}" if sqlite else f"%({name})s"
+
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1)
+        value = (params or {})[name]
+        if not isinstance(value, list | tuple):
+            return one(name, value)
+        if not value:
+            raise ValueError(f"empty list for {name}")
+        if isinstance(value[0], tuple):
+            rows = [f"({', '.join(one(f'{name}_{i}_{j}', v) for j, v in enumerate(row))})"
+                    for i, row in enumerate(value)]
+            return f"(VALUES {', '.join(rows)})"
+        return f"({', '.join(one(f'{name}_{i}', v) for i, v in enumerate(value))})"
+
+    return _PARAM.sub(sub, sql), out
+
+
+# -- a source of its own connections --------------------------------------------------------------
+class _PgConn:
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        self._conn = conn
+
+    async def fetch(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+        text, args = prepare("postgresql", sql, params)
+        # binary results: bytea as bytes and timestamps without parsing text
+        async with self._conn.cursor(binary=True) as cur:
+            await cur.execute(text, args)
+            return await cur.fetchall() if cur.description is not None else []
+
+
+class _SqliteConn:
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def _run(self, sql: str, args: dict[str, Any]) -> list[Row]:
+        return self._conn.execute(sql, args).fetchall()
+
+    async def fetch(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+        text, args = prepare("sqlite", sql, params)
+        # on a thread: SQLite works without the GIL, so a read ahead overlaps with this process's work
+        return await asyncio.to_thread(self._run, text, args)
+
+
+class Reader:
+    """Connections of its own to one database, for reading only (open_reader)."""
+
+    def __init__(self, url: str, dialect: str, target: str) -> None:
+        self._url = url                  # as the user gave it, for messages
+        self._dialect = dialect
+        self._target = target            # libpq conninfo (PostgreSQL) or the file (SQLite)
+        self._idle: list[_PgConn | _SqliteConn] = []
+        self._open: list[Any] = []
+
+    @property
+    def dialect(self) -> str:
+        return self._dialect
+
+    @property
+    def parallel_reads(self) -> int:
+        return 2        # as Store.parallel_reads for a file or a server
+
+    async def _connect(self) -> _PgConn | _SqliteConn:
+        if self._dialect == "postgresql":
+            import psycopg
+
+            pg = await psycopg.AsyncConnection.connect(self._target, autocommit=True,
+                                                      connect_timeout=_PG_CONNECT_TIMEOUT_S)
+            self._open.append(pg)
+            return _PgConn(pg)
+
+        def connect() -> sqlite3.Connection:
+            conn = sqlite3.connect(self._target, timeout=_SQLITE_BUSY_S, isolation_level=None,
+                                   check_same_thread=False)
+            conn.execute(f"PRAGMA busy_timeout={int(_SQLITE_BUSY_S * 1000)}")
+            return conn
+
+        lite = await asyncio.to_thread(connect)
+        self._open.append(lite)
+        return _SqliteConn(lite)
+
+    @asynccontextmanager
+    async def reading(self, doing: str) -> AsyncIterator[Conn]:
+        """A connection for a few statements; on SQLite in one read transaction (one snapshot), as
+        Store._read has them; PostgreSQL's run in autocommit (read committed either way)."""
+        try:
+            conn = self._idle.pop() if self._idle else await self._connect()
+        except Exception as exc:
+            raise self._error(exc, doing) from exc
+        try:
+            if isinstance(conn, _SqliteConn):
+                await conn.fetch("BEGIN")
+            try:
+                yield conn
+            finally:
+                if isinstance(conn, _SqliteConn):
+                    await conn.fetch("COMMIT")
+        except (sqlite3.Error, OSError) as exc:
+            raise self._error(exc, doing) from exc
+        except Exception as exc:
+            if _is_psycopg_error(exc):
+                raise self._error(exc, doing) from exc
+            raise
+        self._idle.append(conn)
+
+    def _error(self, exc: BaseException, doing: str) -> StorageError:
+        from netprobe.store.urls import display_url  # SQLAlchemy's URL: only on the way out
+
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        detail = " ".join(lines[:2]) if lines else type(exc).__name__
+        return StorageError(f"{doing} {display_url(self._url)} failed: {detail[:300]}")
+
+    async def close(self) -> None:
+        opened, self._open, self._idle = self._open, [], []
+        for conn in opened:
+            if isinstance(conn, sqlite3.Connection):
+                conn.close()
+            else:
+                await conn.close()
+
+
+def _is_psycopg_error(exc: BaseException) -> bool:
+    import sys
+
+    psycopg = sys.modules.get("psycopg")
+    return psycopg is not None and isinstance(exc, psycopg.Error)
+
+
+_URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9]*)(?:\+[A-Za-z0-9_]+)?://(?P<rest>.*)$", re.S)
+
+
+def _target(url: str) -> tuple[str, str] | None:
+    """(dialect, libpq conninfo or SQLite file) of the URLs this reads as SQLAlchemy does, None for
+    any other (in-memory SQLite, query options on SQLite, other backends): those go the Store's way."""
+    m = _URL.match(url.strip())
+    if m is None:
+        return None
+    scheme, rest = m["scheme"].lower(), m["rest"]
+    if scheme in ("postgresql", "postgres"):
+        return "postgresql", f"postgresql://{rest}"
+    if scheme == "sqlite" and rest.startswith("/") and "?" not in rest and len(rest) > 1:
+        path = rest[1:]
+        if path in ("", ":memory:") or path.startswith("file:"):
+            return None
+        return "sqlite", path
+    return None
+
+
+async def open_reader(url: str | None) -> Reader | None:
+    """A Reader on `url` (None: the agent's default SQLite file) when it is an existing database at the
+    migration scripts' head; None otherwise (open it with open_store, which creates and migrates, and
+    says what is wrong with it)."""
+    from netprobe.store.migrate import script_head
+    from netprobe.store.urls import default_db_url
+
+    text = url or default_db_url()
+    found = _target(text)
+    head = script_head()
+    if found is None or head is None:
+        return None
+    dialect, target = found
+    if dialect == "sqlite" and not await asyncio.to_thread(os.path.isfile, target):
+        return None
+    reader = Reader(text, dialect, target)
+    try:
+        async with reader.reading("reading the schema revision of") as conn:
+            if dialect == "sqlite":
+                has = await conn.fetch("SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+                                       "AND name = 'alembic_version'")
+            else:
+                has = await conn.fetch("SELECT to_regclass('alembic_version') IS NOT NULL")
+            rows = await conn.fetch("SELECT version_num FROM alembic_version") if has[0][0] else []
+    except StorageError:
+        await reader.close()
+        return None
+    if len(rows) != 1 or rows[0][0] != head:
+        await reader.close()
+        return None
+    return reader
+
+
+async def open_source(url: str | None) -> Source:
+    """What a report reads from: a Reader when the database allows, else the Store (open_store)."""
+    reader = await open_reader(url)
+    if reader is not None:
+        return reader
+    from netprobe.store.store import open_store
+
+    return await open_store(url)
+
+
+__all__ = ["Conn", "Reader", "Row", "Source", "open_reader", "open_source", "prepare", "utc"]

@@ -1,0 +1,92 @@
+"""The report read over a Reader (netprobe.store.reads: plain SQL on psycopg or sqlite3, without
+SQLAlchemy) is the report read over the Store, on the same data, on SQLite and the real PostgreSQL;
+open_reader takes only databases at the head revision; the read path never imports SQLAlchemy."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from netprobe.report.peak import compute
+from netprobe.store import open_store
+from netprobe.store.fleet import detected_lines
+from netprobe.store.reads import Reader, Source, open_reader, open_source, prepare
+from tests.support.pg import scratch_database
+from tests.support.report import NOW, dataset, write_all
+
+CASES: list[dict[str, Any]] = [dict(days=1), dict(days=7), dict(days=12), dict(days=30),
+                               dict(days=7, window="22-2", offpeak="9-17"), dict(days=5, agent="fra-dt-1"),
+                               dict(days=7, peak_only=True)]
+
+
+async def _report(source: Source, **kw: Any) -> dict[str, Any]:
+    return (await compute(source, now=NOW, **kw)).to_dict()
+
+
+async def _same_both_ways(url: str, fold: bool) -> None:
+    await write_all(url, dataset(days=12, seed=11), fold=fold)
+    store = await open_store(url)
+    reader = await open_reader(url)
+    assert isinstance(reader, Reader)
+    try:
+        for kw in CASES:
+            a, b = await _report(store, **kw), await _report(reader, **kw)
+            assert a["rows"], kw
+            assert a == b, kw                  # the same figures to the bit, not merely close
+        pairs = [(r["agent"], r["target"]) for r in a["rows"]]
+        assert await detected_lines(store, pairs, NOW) == await detected_lines(reader, pairs, NOW)
+    finally:
+        await store.close()
+        await reader.close()
+
+
+@pytest.mark.parametrize("fold", [True, False])
+async def test_reader_and_store_give_the_same_report_on_sqlite(tmp_path: Path, fold: bool) -> None:
+    await _same_both_ways(f"sqlite:///{tmp_path / 'r.db'}", fold)
+
+
+@pytest.mark.postgres
+async def test_reader_and_store_give_the_same_report_on_postgres() -> None:
+    with scratch_database() as url:
+        await _same_both_ways(url, True)
+
+
+async def test_open_reader_takes_only_a_database_at_the_head(tmp_path: Path) -> None:
+    missing = tmp_path / "none.db"
+    assert await open_reader(f"sqlite:///{missing}") is None
+    assert not missing.exists()                         # nothing created: open_store does that
+    assert await open_reader("sqlite://") is None       # in memory: only the Store's own connection
+    plain = tmp_path / "plain.db"
+    import sqlite3
+
+    sqlite3.connect(plain).close()                      # a file without the schema
+    assert await open_reader(f"sqlite:///{plain}") is None
+    source = await open_source(f"sqlite:///{plain}")    # the Store, which migrates it
+    await source.close()
+    reader = await open_reader(f"sqlite:///{plain}")
+    assert isinstance(reader, Reader)
+    await reader.close()
+
+
+def test_lists_and_rows_of_values_expand_for_each_driver() -> None:
+    sql, args = prepare("sqlite", "x IN %(a)s AND (p, q) IN %(k)s AND y = %(b)s",
+                        {"a": [1, 2], "k": [("u", 1)], "b": 3})
+    assert sql == "x IN (:a_0, :a_1) AND (p, q) IN (VALUES (:k_0_0, :k_0_1)) AND y = :b"
+    assert args == {"a_0": 1, "a_1": 2, "k_0_0": "u", "k_0_1": 1, "b": 3}
+    sql, _ = prepare("postgresql", "x IN %(a)s", {"a": ["z"]})
+    assert sql == "x IN (%(a_0)s)"
+    stamp = prepare("sqlite", "%(t)s", {"t": NOW})[1]["t"]
+    assert stamp == NOW.replace(tzinfo=None).isoformat(" ", "microseconds")   # as SQLAlchemy stores it
+
+
+def test_the_read_path_does_not_import_sqlalchemy() -> None:
+    code = ("import sys, netprobe.report.peak, netprobe.report.cli, netprobe.budget.cli;"
+            "import netprobe.store.reads, netprobe.store.fleet, netprobe.store.prefix_read;"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] == 'sqlalchemy'); print(bad);"
+            "sys.exit(1 if bad else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr

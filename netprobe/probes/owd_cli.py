@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Sequence
 from typing import Annotated
 
@@ -11,11 +10,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from netprobe.config.secrets import read_secret
-from netprobe.errors import SetupError, UsageError
 from netprobe.net.resolve import Resolver
 from netprobe.net.targets_file import check_host_port
 from netprobe.owd.figures import DelayVar
+from netprobe.probes import reflector
 from netprobe.probes.base import ProbeCli, ProbeContext, ProbeTarget, ReflectorAuth
 from netprobe.probes.cli_common import (
     FLAGS,
@@ -38,10 +36,9 @@ from netprobe.probes.owd import OwdResult, OwdSettings
 from netprobe.probes.render import STAT_COLUMNS, ms, new_table, pct, stat_cells, status_cell
 from netprobe.probes.results import ProbeResult
 
-TOKEN_ENV = "NETPROBE_REFLECTOR_TOKEN"
 TokenFileOpt = Annotated[str, typer.Option(
     "--token-file", metavar="FILE", help="This agent's reflector token (`netprobe target add-agent` printed "
-    "it); default: $NETPROBE_REFLECTOR_TOKEN.")]
+    f"it); default: ${reflector.TOKEN_ENV}.")]
 ClockSyncOpt = Annotated[bool, typer.Option(
     "--clock-sync", help="Both clocks are NTP/PTP-synchronised: also print absolute one-way delays.")]
 
@@ -82,7 +79,7 @@ def command(
 
     pairs = collect(targets_ or [], file, parse)
     settings = build_settings(OwdSettings, {"count": count, "interval": interval, "timeout": timeout}, FLAGS)
-    token = _token(token_file)
+    token = reflector.cli_token(token_file)
     targets = [ProbeTarget(id=f"{h}:{p}", host=h, port=p, family=family) for h, p in pairs]
 
     async def go() -> list[ProbeResult]:
@@ -90,17 +87,6 @@ def command(
         return await run_targets("owd", targets, settings, spread=settings.interval, ctx=ctx)
 
     emit(asyncio.run(go()), as_json, len(targets) > 1 or file is not None, table)
-
-
-def _token(path: str) -> str:
-    """--token-file, else $NETPROBE_REFLECTOR_TOKEN; neither is a usage error (exit 2)."""
-    try:
-        token = read_secret("reflector", file=path) if path else os.environ.get(TOKEN_ENV, "").strip()
-    except SetupError as exc:
-        raise UsageError(str(exc).replace("reflector.token_file", "--token-file")) from None
-    if not token:
-        raise UsageError(f"--token-file: the reflector needs this agent's token (or set ${TOKEN_ENV})")
-    return token
 
 
 def table(results: Sequence[ProbeResult]) -> Table:

@@ -45,7 +45,9 @@ ALERT = {"name": "peak-loss", "metric": "loss_pct", "op": ">", "threshold": 3.0,
 def agent_config(routes: Sequence[RouteSpec], db: Path, token: Path) -> str:
     """The demo agent: every route by name over IPv4; icmp every second (20 requests), tcp every 2 s,
     an mtr trace every 10 s, so each simulated hour holds about a hundred requests per route; and owd
-    to each datacenter's reflector every second (25 requests), to tell the two directions apart."""
+    to each datacenter's reflector every second (25 requests), to tell the two directions apart; and
+    rmtr (the reflector's trace back) every 31 s for the first route of each datacenter: the lab's
+    datacenter sends its own traffic by its first route, so only that one's way back is traced."""
     head = f'''[agent]
 id = "demo-agent"
 region = "cn-east"
@@ -79,16 +81,23 @@ count = 25
 interval = "0.02s"
 timeout = "0.4s"
 
+[probes.rmtr]
+every = "31s"
+cycles = 3
+interval = "0.3s"
+timeout = "5s"
+
 [reflector]
 token_file = "{token}"
 '''
+    first = {next(r.id for r in routes if r.datacenter == dc) for dc in {r.datacenter for r in routes}}
     targets = [f'''
 [[targets]]
 id = "{r.id}"
 host = "{r.id}.lab"
 datacenter = "{r.datacenter}"
 line = "{r.line}"
-probes = ["icmp", "tcp", "mtr", "owd"]
+probes = ["icmp", "tcp", "mtr", "owd"{', "rmtr"' if r.id in first else ""}]
 family = "ipv4"
 tcp_port = {r.tcp_ports[0]}
 reflector = "http://{r.id}.lab:{REFLECTOR_PORT}"

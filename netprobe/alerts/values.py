@@ -17,6 +17,8 @@ loss and destination RTT). The lists come from the probes' specs (alert_metrics,
                                        mtr or rmtr ran and saw none)
     line_mismatch   mtr                  "  (forward: the path out is not the line sold)
     return_line_mismatch  rmtr           "  (the way back is not the line sold)
+    asymmetric      rmtr               1 when the latest forward and return labels differ as of the
+                                       window's end, 0 when they agree (pairs rmtr traced in it)
 
 A metric counted from route events counts the events of its providers' directions (forward for mtr,
 return for rmtr), for every pair one of them ran for.
@@ -29,17 +31,17 @@ from datetime import datetime
 from typing import Any
 
 from netprobe.probes import REGISTRY
-from netprobe.store import Rollup, Store, windows
+from netprobe.store import Rollup, Store, fleet, windows
 
 Key = tuple[str, str]          # agent_id, target_id
 
 
-def _providers(events: bool) -> dict[str, tuple[str, ...]]:
+def _providers(events: bool, lines: bool = False) -> dict[str, tuple[str, ...]]:
     """metric → the probes providing it, lowest rank first (registry order among equals)."""
     ranked: dict[str, list[tuple[int, int, str]]] = {}
     for i, (name, spec) in enumerate(REGISTRY.items()):
         for m in spec.alert_metrics:
-            if m.events == events:
+            if m.events == events and m.lines == lines:
                 ranked.setdefault(m.name, []).append((m.rank, i, name))
     return {metric: tuple(name for _, _, name in sorted(found)) for metric, found in ranked.items()}
 
@@ -64,7 +66,10 @@ class WindowReader:
 
     async def values(self, metric: str, start: datetime, end: datetime) -> dict[Key, Value]:
         events = _providers(events=True)   # metrics counted from route events
+        lines = _providers(events=False, lines=True)
         out: dict[Key, Value] = {}
+        if metric in lines:
+            return await self._asymmetric(lines[metric][0], start, end)
         if metric in events:
             probes = events[metric]
             directions = tuple(dict.fromkeys(REGISTRY[p].route_direction for p in probes))
@@ -79,6 +84,18 @@ class WindowReader:
             for key, rollup in (await self._rollup(probe, start, end)).items():
                 if key not in out and rollup.rounds:
                     out[key] = Value(_figure(rollup, metric), probe)
+        return out
+
+    async def _asymmetric(self, probe: str, start: datetime, end: datetime) -> dict[Key, Value]:
+        """For each pair `probe` traced usably in the window: 1 when the latest labels of the two
+        directions as of the window's end differ, 0 when they agree, no value when one is unknown."""
+        pairs = await self._probe_ran(probe, start, end)
+        fwd = await fleet.detected_lines(self._store, pairs, end, "forward")
+        ret = await fleet.detected_lines(self._store, pairs, end, "return")
+        out: dict[Key, Value] = {}
+        for key in pairs:
+            f, r = fwd.get(key), ret.get(key)
+            out[key] = Value(None if f is None or r is None else float(f.label != r.label), probe)
         return out
 
     async def _rollup(self, probe: str, start: datetime, end: datetime) -> dict[Key, Rollup]:

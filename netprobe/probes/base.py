@@ -249,11 +249,13 @@ class ReportRole:
 @dataclass(frozen=True, slots=True)
 class AlertMetric:
     """An alert metric a probe provides. For one target the probe of lowest `rank` that has rounds in
-    the window is judged. `events`: counted from route events, not read from rounds."""
+    the window is judged. `events`: counted from route events, not read from rounds. `lines`: whether
+    the latest forward and return route labels differ (1) or not (0), for pairs it traced in the window."""
 
     name: str
     rank: int = 0
     events: bool = False
+    lines: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -285,4 +285,4 @@ SPEC = ProbeSpec(
     mismatch_kind="return_line_mismatch",
     # a change of the way back is a change of the route too: path_change counts both directions
     alert_metrics=(AlertMetric("path_change", rank=1, events=True),
-                   AlertMetric("return_line_mismatch", events=True)))
+                   AlertMetric("return_line_mismatch", events=True), AlertMetric("asymmetric", lines=True)))

@@ -20,7 +20,7 @@ from netprobe.probes.sse import SseResult
 from netprobe.probes.tcp import TcpResult
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import Store, open_store
-from tests.support.path_events import CN2, GT, mtr_envelope
+from tests.support.path_events import C163, CN2, GT, mtr_envelope
 from tests.support.pg import scratch_database
 from tests.support.store import AGENT, TARGET, icmp_envelope, owd_envelope, typed
 
@@ -152,6 +152,19 @@ class ValueScenarios:
         # counted as its own metric, for the pairs rmtr ran for
         assert await reader.values("return_line_mismatch", T0 + W, T0 + 2 * W) == {
             ("sh-ct-1", "hk-cn2"): Value(1.0, "rmtr"), ("sh-ct-1", "back-only"): Value(0.0, "rmtr")}
+
+    async def test_asymmetric_compares_the_latest_line_of_each_direction(self, store: Store) -> None:
+        await store.write(typed([
+            mtr_envelope(t(0), CN2), mtr_envelope(t(1), CN2, probe="rmtr"),          # both ways CN2 GIA
+            mtr_envelope(t(6), CN2), mtr_envelope(t(7), C163, probe="rmtr"),         # back on 163 now
+            mtr_envelope(t(2), C163, target="back-only", probe="rmtr", mismatch=False)]))
+        reader = WindowReader(store, None)
+        # no forward trace of back-only: no value; one rmtr window later, it counts only if rmtr ran
+        assert await reader.values("asymmetric", T0, T0 + W) == {
+            ("sh-ct-1", "hk-cn2"): Value(0.0, "rmtr"), ("sh-ct-1", "back-only"): Value(None, "rmtr")}
+        assert await reader.values("asymmetric", T0 + W, T0 + 2 * W) == {
+            ("sh-ct-1", "hk-cn2"): Value(1.0, "rmtr")}
+        assert await reader.values("asymmetric", T0 + 2 * W, T0 + 3 * W) == {}       # rmtr did not run
 
 
 class TestValuesSqlite(ValueScenarios):

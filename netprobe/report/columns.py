@@ -85,12 +85,26 @@ def _probe_column(c: ReportColumn) -> Column:
     return Column(c.head, lambda r: fmt(r.peak.figure(c.figure)), terminal=c.terminal)
 
 
+def back(row: PeakRow) -> str:
+    """The line the way back was traced on (rmtr); `≠` marks one that is not the declared line."""
+    if row.return_line is None:
+        return NONE
+    return f"{row.return_line} ≠" if row.line and row.return_line != row.line else row.return_line
+
+
+_BACK = Column("back", back, numeric=False)
+
+
 def columns(rows: Sequence[PeakRow]) -> list[Column]:
-    """The common columns, then each probe's (its spec's ReportRole.columns, registry order; one
-    `when_measured` only if some row has it), then the round counts."""
+    """The common columns (with `back` after `detected` once some row's way back was traced), then each
+    probe's (its spec's ReportRole.columns, registry order; one `when_measured` only if some row has
+    it), then the round counts."""
+    common = list(COLUMNS)
+    if any(r.return_line is not None for r in rows):
+        common.insert(next(i for i, c in enumerate(common) if c.head == "detected") + 1, _BACK)
     probe = [c for spec in REGISTRY.values() for c in spec.report.columns
              if not c.when_measured or any(r.peak.figure(c.figure) is not None for r in rows)]
-    return [*COLUMNS, *map(_probe_column, probe), _ROUNDS]
+    return [*common, *map(_probe_column, probe), _ROUNDS]
 
 
 def title(report: PeakReport) -> str:

@@ -26,6 +26,12 @@ class LineFigures:
     peak_loss_pct: float | None
     offpeak_p95_ms: float | None
     offpeak_loss_pct: float | None
+    return_lines: tuple[str, ...] = ()   # the lines the group's targets come back on (rmtr), if traced
+
+    def label(self) -> str:
+        """The line, and the way back where it was traced and is another: `cn2-gia ↩ 163`."""
+        back = [r for r in self.return_lines if r != self.line]
+        return f"{self.line} ↩ {'/'.join(back)}" if back else self.line
 
 
 def line_of(row: PeakRow) -> str:
@@ -59,7 +65,8 @@ def compare_lines(rows: Sequence[PeakRow]) -> list[LineFigures]:
             agents=tuple(sorted({r.agent for r in members})),
             peak_p50_ms=pf.get("rtt_p50_ms"), peak_p95_ms=pf.get("rtt_p95_ms"),
             peak_loss_pct=pf.get("loss_pct"),
-            offpeak_p95_ms=of.get("rtt_p95_ms"), offpeak_loss_pct=of.get("loss_pct")))
+            offpeak_p95_ms=of.get("rtt_p95_ms"), offpeak_loss_pct=of.get("loss_pct"),
+            return_lines=tuple(sorted({r.return_line for r in members if r.return_line is not None}))))
     inf = float("inf")
     out.sort(key=lambda g: (g.region or "", g.datacenter or "",
                             g.peak_p95_ms if g.peak_p95_ms is not None else inf, g.line))

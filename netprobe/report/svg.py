@@ -201,13 +201,14 @@ def line_bars(lines: Sequence[LineFigures], width: int = 900) -> str:
     region = next((g.region for g in lines if g.region), None)
     body = [_rect(0, 0, width, height, "#ffffff"),
             _text(0, 16, f"Lines compared — region {region or '—'}: peak P95 (colour) vs off-peak P95 "
-                  "(grey), ms", size=13, fill="#222222", weight="bold")]
+                  "(grey), ms; ↩ the way back where it is another line", size=13, fill="#222222",
+                  weight="bold")]
     yy = top
     for dc in dcs:
         body.append(_text(0, yy + 12, f"datacenter {dc or '—'}", size=12, fill="#222222", weight="bold"))
         yy += 22
         for g in (g for g in lines if g.datacenter == dc):
-            body.append(_text(label_w - 8, yy + bar_h, g.line, anchor="end", size=12))
+            body.append(_text(label_w - 8, yy + bar_h, g.label(), anchor="end", size=12))
             if g.peak_p95_ms is not None:
                 body.append(_rect(label_w, yy, g.peak_p95_ms / x_top * pw, bar_h, line_colour(g.line)))
             if g.offpeak_p95_ms is not None:

@@ -111,3 +111,23 @@ async def test_report_rows_give_both_lines_and_whether_they_differ(store: Store)
     assert got["hk-bgp"] == ("163", "163", False)
     assert got["us-cn2"] == ("cn2-gia", None, None)            # no way back traced
     assert all(r["line_fwd"] == r["detected_line"] for r in rows.values())
+
+
+async def test_report_pages_show_the_way_back(store: Store) -> None:
+    """The table, Markdown and HTML gain a `back` column once a way back was traced (≠: not the line
+    declared), and the line comparison names the way back where it is another line."""
+    from netprobe.report.line_comparison import compare_lines
+    from netprobe.report.peak import compute
+    from netprobe.report.render_md import markdown
+
+    before = markdown(await compute(store, days=1, window="17-19", now=NOW))
+    assert "| back |" not in before                                      # nothing traced back yet
+    await store.write(typed([_return_round(5, "hk-cn2", "163")]))
+    report = await compute(store, days=1, window="17-19", now=NOW)
+    md = markdown(report).splitlines()
+    head = next(line for line in md if line.startswith("| region"))
+    assert "| detected | back |" in head
+    hk = next(line for line in md if "| hk-cn2 |" in line)
+    assert "| cn2-gia | 163 ≠ |" in hk                                   # declared cn2-gia, back on 163
+    labels = {(g.datacenter, g.line): g.label() for g in compare_lines(report.rows)}
+    assert labels[("hk", "cn2-gia")] == "cn2-gia ↩ 163"

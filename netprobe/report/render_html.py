@@ -54,8 +54,10 @@ def html(report: PeakReport) -> str:
         profiles = "".join(svg.profile_chart(r, report.window, report.offpeak) for r in report.rows)
         parts += ["<h2>Summary</h2>", f'<div class="scroll">{_table(report)}</div>',
                   "<h2>24-hour profiles</h2>", f'<div class="charts">{profiles}</div>',
-                  "<h2>Loss by hour</h2>", svg.loss_heatmap(report.rows, report.window),
-                  "<h2>Lines</h2>"]
+                  "<h2>Loss by hour</h2>", svg.loss_heatmap(report.rows, report.window)]
+        if any(r.peak.figure("fwd_loss_pct") is not None for r in report.rows):
+            parts += ["<h2>Both directions</h2>", svg.direction_bars(report.rows)]
+        parts.append("<h2>Lines</h2>")
         lines = compare_lines(report.rows)
         for region in dict.fromkeys(g.region for g in lines):
             parts.append(svg.line_bars([g for g in lines if g.region == region]))

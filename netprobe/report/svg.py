@@ -224,3 +224,39 @@ def line_bars(lines: Sequence[LineFigures], width: int = 900) -> str:
     body.append(_text(label_w, yy + 14, "0", anchor="middle", size=10))
     body.append(_text(label_w + pw, yy + 14, f"{x_top:g} ms", anchor="middle", size=10))
     return _svg(width, height, "line comparison", body)
+
+
+FWD_BAR = "#3182bd"       # the way out
+RET_BAR = "#e6550d"       # the way back
+
+
+def direction_bars(rows: Sequence[PeakRow], width: int = 900) -> str:
+    """For each row with owd at peak: its loss out and back (bars, %) and each direction's delay
+    variation P95 (text): where the evening peak's loss and jitter happen."""
+    shown = [r for r in rows if r.peak.figure("fwd_loss_pct") is not None
+             or r.peak.figure("ret_loss_pct") is not None]
+    label_w, top, bar_h, gap, value_w = 230.0, 40.0, 12.0, 10.0, 260.0
+    pw = width - label_w - value_w
+    losses = [v for r in shown for k in ("fwd_loss_pct", "ret_loss_pct")
+              if (v := r.peak.figure(k)) is not None]
+    x_top = nice_max(max(losses) * 1.05) if losses and max(losses) > 0 else 1.0
+    height = int(top + len(shown) * (2 * bar_h + gap) + 30)
+    body = [_rect(0, 0, width, height, "#ffffff"),
+            _text(0, 16, "Both directions at peak (owd): loss out (blue) and back (orange), %; delay "
+                  "variation P95 out / back, ms", size=13, fill="#222222", weight="bold")]
+    yy = top
+    for r in shown:
+        fwd, ret = r.peak.figure("fwd_loss_pct"), r.peak.figure("ret_loss_pct")
+        body.append(_text(label_w - 8, yy + bar_h + 2, f"{r.agent} → {r.target}", anchor="end", size=12))
+        for i, (v, colour, way) in enumerate(((fwd, FWD_BAR, "out"), (ret, RET_BAR, "back"))):
+            if v is not None:
+                body.append(_rect(label_w, yy + i * bar_h, max(v / x_top * pw, 0.5), bar_h * 0.9, colour,
+                                  tip=f"{r.target}: {v:.2f} % lost on the way {way}"))
+        fv, rv = r.peak.figure("fwd_delay_var_p95_ms"), r.peak.figure("ret_delay_var_p95_ms")
+        text = (f"{'—' if fwd is None else f'{fwd:.2f}'} / {'—' if ret is None else f'{ret:.2f}'} % · "
+                f"{'—' if fv is None else f'{fv:.1f}'} / {'—' if rv is None else f'{rv:.1f}'} ms")
+        body.append(_text(label_w + pw + 8, yy + bar_h + 2, text, size=11))
+        yy += 2 * bar_h + gap
+    body.append(_text(label_w, yy + 14, "0", anchor="middle", size=10))
+    body.append(_text(label_w + pw, yy + 14, f"{x_top:g} %", anchor="middle", size=10))
+    return _svg(width, height, "loss by direction", body)

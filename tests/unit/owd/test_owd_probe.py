@@ -126,6 +126,9 @@ def test_agent_rounds_reach_the_report(reflector: Reflector, tmp_path: Path) -> 
                                   "--window", f"{(hour - 1) % 24}-{(hour + 1) % 24}", "--format", "md"])
     head = next(line for line in md.output.splitlines() if line.startswith("| region"))
     assert all(f" {c} " in head for c in ("fwd loss%", "ret loss%", "fwd var p95", "ret var p95")), head
+    page = CliRunner().invoke(app, ["report", "peak", "--db", f"sqlite:///{db}", "--days", "1",
+                                    "--window", f"{(hour - 1) % 24}-{(hour + 1) % 24}", "--format", "html"])
+    assert "<h2>Both directions</h2>" in page.output and "lost on the way back" in page.output
     budget = CliRunner().invoke(app, ["budget", "--db", f"sqlite:///{db}", "--ttft-ms", "1000", "--days", "1",
                                       "--window", f"{(hour - 1) % 24}-{(hour + 1) % 24}", "--json"])
     assert budget.exit_code == 0, budget.output

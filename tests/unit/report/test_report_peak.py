@@ -352,6 +352,7 @@ def test_cli_formats_out_and_errors(live_db: tuple[str, datetime], tmp_path: Pat
     out = tmp_path / "r.html"
     html = _cli("--db", url, "--format", "html", "--out", str(out))
     assert html.returncode == 0 and out.read_text().startswith("<!DOCTYPE html>")
+    assert "Both directions" not in out.read_text()            # no owd rounds: no per-direction chart
     bad = _cli("--db", url, "--window", "20-20")
     assert bad.returncode == 2 and "--window" in bad.stderr and "Traceback" not in bad.stderr
     assert _cli("--db", url, "--format", "xml").returncode == 2

@@ -130,34 +130,9 @@ class TraceEngine:
         """Send one cycle, TTL t at start + (t-1)·step, from timer callbacks rather than a sleeping
         task (one loop wake-up per probe instead of two, and no task step); the future is set once
         the cycle is out. It stops early once this cycle finds the destination."""
-        done: asyncio.Future[None] = loop.create_future()
-        ttl = 1
-        handle: asyncio.TimerHandle | None = None
-
-        def send_due() -> None:
-            nonlocal ttl, handle
-            if done.done():  # cancelled
-                return
-            try:
-                while ttl <= run.limit():
-                    due = start + (ttl - 1) * step
-                    if due > loop.time():
-                        handle = loop.call_at(due, send_due)
-                        return
-                    self._send(run, cycle, ttl)
-                    ttl += 1
-            except Exception as exc:  # a send error ends the trace as it did (TraceOutcome)
-                done.set_exception(exc)
-                return
-            done.set_result(None)
-
-        def on_done(fut: asyncio.Future[None]) -> None:
-            if fut.cancelled() and handle is not None:
-                handle.cancel()
-
-        done.add_done_callback(on_done)
-        send_due()
-        return done
+        sender = _CycleSender(self, loop, run, cycle, start, step)
+        sender.send_due()
+        return sender.done
 
     def close(self) -> None:
         for sock in self._icmp.values():
@@ -285,6 +260,44 @@ class TraceEngine:
             run.stop_ttl = record.ttl
         if run.sent_all and not run.unsettled():  # (scanning every probe per reply while sending is waste)
             run.settled.set()
+
+
+class _CycleSender:
+    """TraceEngine._cycle's timer callbacks. A class, not a closure: a closure that schedules itself
+    is a reference cycle, and a trace's records would wait for the garbage collector."""
+
+    __slots__ = ("_cycle", "_engine", "_handle", "_loop", "_run", "_start", "_step", "_ttl", "done")
+
+    def __init__(self, engine: TraceEngine, loop: asyncio.AbstractEventLoop, run: _Trace, cycle: int,
+                 start: float, step: float) -> None:
+        self._engine, self._loop, self._run, self._cycle = engine, loop, run, cycle
+        self._start, self._step, self._ttl = start, step, 1
+        self._handle: asyncio.TimerHandle | None = None
+        self.done: asyncio.Future[None] = loop.create_future()
+        self.done.add_done_callback(self._on_done)
+
+    def send_due(self) -> None:
+        self._handle = None
+        if self.done.done():  # cancelled
+            return
+        run = self._run
+        try:
+            while self._ttl <= run.limit():
+                due = self._start + (self._ttl - 1) * self._step
+                if due > self._loop.time():
+                    self._handle = self._loop.call_at(due, self.send_due)
+                    return
+                self._engine._send(run, self._cycle, self._ttl)
+                self._ttl += 1
+        except Exception as exc:  # a send error ends the trace as it did (TraceOutcome)
+            self.done.set_exception(exc)
+            return
+        self.done.set_result(None)
+
+    def _on_done(self, fut: asyncio.Future[None]) -> None:
+        if fut.cancelled() and self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
 
 
 def _raw(family: int, proto: int) -> socket.socket:

@@ -225,7 +225,8 @@ class _Connects:
     def close(self) -> None:
         """Cancelled (the scheduler's bound): nothing more starts, and every open socket is closed."""
         for handle in self._starts:
-            handle.cancel()
+            handle.cancel()  # also drops its bound method: no cycle through self left for the GC
+        self._starts = []
         for sock, timer in self._live.values():
             timer.cancel()
             self._loop.remove_writer(sock.fileno())

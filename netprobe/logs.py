@@ -180,4 +180,7 @@ def log_event(logger: logging.Logger, level: int | str, msg: str, /, **fields: A
     """`log_event(log, "info", "round done", target="hk-cn2", loss_pct=0.0)` → one structured line."""
     levelno = LEVELS[level.lower()] if isinstance(level, str) else level
     if logger.isEnabledFor(levelno):
-        logger.log(levelno, msg, extra={FIELDS_ATTR: fields}, stacklevel=2)
+        # The record built directly: Logger.log would walk the stack for a caller (file, line,
+        # function) that no formatter here prints, at every round of an agent.
+        logger.handle(logger.makeRecord(logger.name, levelno, "", 0, msg, (), None,
+                                        extra={FIELDS_ATTR: fields}))

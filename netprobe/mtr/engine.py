@@ -66,6 +66,8 @@ class _Trace:
     sport: int = 0
     next_id: int = 1
     settled: asyncio.Event = field(default_factory=asyncio.Event)
+    sockaddr: tuple[str, int] = ("", 0)   # where every probe is sent (raw sockets: port 0)
+    sent_all: bool = False   # the last cycle is out: only then can a reply settle the trace
 
     def limit(self) -> int:
         """Highest TTL still worth probing: the destination's, or where the path was refused."""
@@ -93,6 +95,7 @@ class TraceEngine:
         loop = self._loop = asyncio.get_running_loop()
         family = socket.AF_INET6 if ":" in address else socket.AF_INET
         run = _Trace(family, socket.inet_pton(family, address), mode, port, max_hops)
+        run.sockaddr = (address, 0)
         try:
             self._open_icmp(family)
             self._active += 1
@@ -105,15 +108,9 @@ class TraceEngine:
                     await asyncio.sleep(max(0.0, start - loop.time()))
                     if on_cycle is not None and cycle:
                         on_cycle(list(run.order))
-                    step = interval / run.limit()
-                    ttl = 1
-                    while ttl <= run.limit():  # stops early once this cycle finds the destination
-                        delay = start + (ttl - 1) * step - loop.time()
-                        if delay > 0:
-                            await asyncio.sleep(delay)
-                        self._send(run, cycle, ttl)
-                        ttl += 1
+                    await self._cycle(loop, run, cycle, start, interval / run.limit())
                 run.settled.clear()
+                run.sent_all = True
                 if run.unsettled():
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(run.settled.wait(), timeout)
@@ -127,6 +124,15 @@ class TraceEngine:
         except OSError as exc:
             kind = "unreachable" if exc.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH) else "send"
             return TraceOutcome(run.order, kind, exc.strerror or str(exc))
+
+    def _cycle(self, loop: asyncio.AbstractEventLoop, run: _Trace, cycle: int, start: float,
+               step: float) -> asyncio.Future[None]:
+        """Send one cycle, TTL t at start + (t-1)·step, from timer callbacks rather than a sleeping
+        task (one loop wake-up per probe instead of two, and no task step); the future is set once
+        the cycle is out. It stops early once this cycle finds the destination."""
+        sender = _CycleSender(self, loop, run, cycle, start, step)
+        sender.send_due()
+        return sender.done
 
     def close(self) -> None:
         for sock in self._icmp.values():
@@ -185,12 +191,10 @@ class TraceEngine:
 
     def _send(self, run: _Trace, cycle: int, ttl: int) -> None:
         v6 = run.family == socket.AF_INET6
-        dest = (socket.inet_ntop(run.family, run.dest), run.port or 0)
         if run.mode == "icmp":
             seq = self._next_seq()
             key: ProbeKey = ("icmp", self._ident, seq)
             data, sock = packets.icmp_echo(v6, self._ident, seq), self._icmp[run.family]
-            dest = (dest[0], 0)
         elif run.mode == "udp":
             csum = run.next_id
             run.next_id = run.next_id % 0xFFFE + 1
@@ -198,7 +202,6 @@ class TraceEngine:
             data = packets.udp_probe(run.src, run.dest, run.sport, run.port, csum)
             assert run.sock is not None
             sock = run.sock
-            dest = (dest[0], 0)
         else:
             seq = (run.next_id * 0x10001 + self._ident) & 0xFFFFFFFF
             run.next_id += 1
@@ -206,7 +209,6 @@ class TraceEngine:
             data = packets.tcp_syn(run.src, run.dest, run.sport, run.port, seq)
             assert run.sock is not None
             sock = run.sock
-            dest = (dest[0], 0)
         if v6:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS, ttl)
         else:
@@ -216,7 +218,7 @@ class TraceEngine:
         run.records[key] = record
         run.order.append(record)
         try:
-            sock.sendto(data, dest)
+            sock.sendto(data, run.sockaddr)
         except OSError as exc:
             if exc.errno not in (errno.ENOBUFS, errno.EAGAIN, errno.ECONNREFUSED):
                 raise
@@ -256,8 +258,46 @@ class TraceEngine:
             run.dest_ttl = record.ttl
         elif reply.kind == "unreach" and (run.stop_ttl is None or record.ttl < run.stop_ttl):
             run.stop_ttl = record.ttl
-        if not run.unsettled():
+        if run.sent_all and not run.unsettled():  # (scanning every probe per reply while sending is waste)
             run.settled.set()
+
+
+class _CycleSender:
+    """TraceEngine._cycle's timer callbacks. A class, not a closure: a closure that schedules itself
+    is a reference cycle, and a trace's records would wait for the garbage collector."""
+
+    __slots__ = ("_cycle", "_engine", "_handle", "_loop", "_run", "_start", "_step", "_ttl", "done")
+
+    def __init__(self, engine: TraceEngine, loop: asyncio.AbstractEventLoop, run: _Trace, cycle: int,
+                 start: float, step: float) -> None:
+        self._engine, self._loop, self._run, self._cycle = engine, loop, run, cycle
+        self._start, self._step, self._ttl = start, step, 1
+        self._handle: asyncio.TimerHandle | None = None
+        self.done: asyncio.Future[None] = loop.create_future()
+        self.done.add_done_callback(self._on_done)
+
+    def send_due(self) -> None:
+        self._handle = None
+        if self.done.done():  # cancelled
+            return
+        run = self._run
+        try:
+            while self._ttl <= run.limit():
+                due = self._start + (self._ttl - 1) * self._step
+                if due > self._loop.time():
+                    self._handle = self._loop.call_at(due, self.send_due)
+                    return
+                self._engine._send(run, self._cycle, self._ttl)
+                self._ttl += 1
+        except Exception as exc:  # a send error ends the trace as it did (TraceOutcome)
+            self.done.set_exception(exc)
+            return
+        self.done.set_result(None)
+
+    def _on_done(self, fut: asyncio.Future[None]) -> None:
+        if fut.cancelled() and self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
 
 
 def _raw(family: int, proto: int) -> socket.socket:

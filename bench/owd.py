@@ -7,7 +7,8 @@ agent's round (netprobe's own owd client, `--pps` requests a second for `--secon
 pinned to the other, the agents' starts spread over one interval as independent agents' are. Prints
 the reflector's CPU per packet, the delay it adds to a packet (t3 − t2: from the kernel's receive
 stamp to its send stamp, goal P99 < 0.2 ms), and loss, which on loopback is false loss (goal: none).
-For reference, the client's RTT quantiles of the same packets.
+Also the client's RTT quantiles of the same packets, and, as the reference for the hold, a bare
+Python UDP echo's time from the kernel's receive stamp to user space at the same rate.
 """
 
 from __future__ import annotations
@@ -62,6 +63,61 @@ async def _agents(port: int, tokens: list[str], pps: float, seconds: float) -> d
             "client_cpu_s": (t1.user - t0.user) + (t1.system - t0.system)}
 
 
+_REFERENCE_SERVER = """
+import socket, sys, time, json
+SO_TIMESTAMPNS = 35
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.settimeout(5.0)
+print("ready", flush=True)
+holds = []
+try:
+    while True:
+        data, anc, _, addr = s.recvmsg(128, socket.CMSG_SPACE(16))
+        now = time.time_ns()
+        sec, nsec = int.from_bytes(anc[0][2][:8], "little"), int.from_bytes(anc[0][2][8:16], "little")
+        holds.append((now - (sec * 10**9 + nsec)) / 1e6)
+        s.sendto(data, addr)
+except TimeoutError:
+    pass
+holds.sort()
+print(json.dumps({"n": len(holds), "p50": holds[len(holds) // 2], "p99": holds[int(len(holds) * 0.99)],
+                  "max": holds[-1]}))
+"""
+
+
+async def _reference_client(port: int, agents: int, pps: float, seconds: float) -> None:
+    """The same packet rate, size and spread as the agents', from one socket, answers ignored."""
+    loop = asyncio.get_running_loop()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.setblocking(False)
+        start, n, gap = loop.time(), int(seconds * pps * agents), 1.0 / (pps * agents)
+        for i in range(n):
+            delay = start + i * gap - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            s.sendto(b"x" * 88, ("127.0.0.1", port))
+
+
+def reference(args: argparse.Namespace, server_cpu: int, client_cpu: int) -> dict[str, float]:
+    """The floor on this machine: a bare Python UDP echo (blocking recvmsg, kernel stamp, nothing
+    else) held as the reflector's hold is measured, at the same rate, pinned the same way."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(["taskset", "-c", str(server_cpu), sys.executable, "-c", _REFERENCE_SERVER,
+                               str(port)], stdout=subprocess.PIPE, text=True)
+    assert server.stdout is not None
+    server.stdout.readline()
+    subprocess.run(["taskset", "-c", str(client_cpu), sys.executable, __file__, "--reference-run",
+                    str(port), str(args.agents), str(args.pps), str(args.seconds)], check=True,
+                   timeout=args.seconds + 60)
+    out, _ = server.communicate(timeout=30)
+    result: dict[str, float] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--agents", type=int, default=200)
@@ -69,7 +125,12 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--no-keep-awake", action="store_true", help="let idle vCPUs halt")
     ap.add_argument("--agents-run", nargs=4, help=argparse.SUPPRESS)
+    ap.add_argument("--reference-run", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.reference_run:
+        port, agents, pps, secs = args.reference_run
+        asyncio.run(_reference_client(int(port), int(agents), float(pps), float(secs)))
+        return 0
     if args.agents_run:
         port, tokens, pps, secs = args.agents_run
         out = asyncio.run(_agents(int(port), Path(tokens).read_text().split(), float(pps), float(secs)))
@@ -105,6 +166,7 @@ def main() -> int:
         finally:
             server.terminate()
             _, err = server.communicate(timeout=30)
+        ref = reference(args, server_cpu, client_cpu)
     if out.returncode != 0:
         print(out.stderr, file=sys.stderr)
         return 2
@@ -122,6 +184,11 @@ def main() -> int:
     if hold:
         print(f"added delay (t3 − t2) ms p50={hold['p50']:.4f} p99={hold['p99']:.4f} max={hold['max']:.3f} "
               "(goal p99 < 0.2)")
+    print(f"reference, a bare Python UDP echo at the same rate: kernel stamp to user space ms "
+          f"p50={ref['p50']:.4f} p99={ref['p99']:.4f} max={ref['max']:.3f} over {ref['n']:,} packets")
+    if hold:
+        print(f"ratio to the reference: p50 {hold['p50'] / ref['p50']:.2f}×, "
+              f"p99 {hold['p99'] / ref['p99']:.2f}×")
     if rtt:
         print(f"client RTT ms p50={rtt['p50']:.3f} p99={rtt['p99']:.3f} max={rtt['max']:.3f}")
     stopped = [line for line in err.splitlines() if "reflector stopped" in line]

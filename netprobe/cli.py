@@ -23,7 +23,7 @@ _COMMANDS: dict[str, tuple[str, str, str | None]] = {
     "lab": ("netprobe.lab.cli", "app", "Emulated routes for demos and tests (root)."),
     "alerts": ("netprobe.alerts.cli", "app", "Alert notifiers: send a test message through each."),
     "report": ("netprobe.report.cli", "app", "Reports from the hourly rollups (evening peak)."),
-    "budget": ("netprobe.budget.cli", "budget", None),
+    "budget": ("netprobe.budget.cli", "app", "What a TTFT target leaves the GPU; GPU memory sizing."),
     "demo": ("netprobe.demo.cli", "demo", None),
     "diagnose": ("netprobe.diagnose.cli", "diagnose", None),
     "target": ("netprobe.farend.cli", "app", "The datacenter end: SSE emitter and owd reflector."),

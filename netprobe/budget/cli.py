@@ -1,4 +1,6 @@
-"""`netprobe budget --db URL --ttft-ms N [--tpot-ms N] [--tls 1.2|1.3] [--keepalive] [--calls N] [--json]`."""
+"""`netprobe budget --db URL --ttft-ms N [--tpot-ms N] [--tls 1.2|1.3] [--keepalive] [--calls N] [--json]`,
+and its subcommands (`budget vram`). A group whose callback is the budget itself when no subcommand
+follows, so `netprobe budget --ttft-ms …` keeps its words."""
 
 from __future__ import annotations
 
@@ -15,9 +17,14 @@ if TYPE_CHECKING:
     from netprobe.report.rows import PeakRow
 
 
+app = typer.Typer(add_completion=False)
+
+
+@app.callback(invoke_without_command=True)
 def budget(
-    ttft_ms: Annotated[float, typer.Option("--ttft-ms", metavar="N",
-                                           help="time-to-first-token target, ms")],
+    ctx: typer.Context,
+    ttft_ms: Annotated[float | None, typer.Option("--ttft-ms", metavar="N",
+                                                  help="time-to-first-token target, ms")] = None,
     db: Annotated[str | None, typer.Option("--db", metavar="URL",
                                            help="database (default: the agent's SQLite file)")] = None,
     tpot_ms: Annotated[float | None, typer.Option(
@@ -36,6 +43,10 @@ def budget(
     json_out: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
 ) -> None:
     """What a TTFT target leaves the GPU on each candidate route at the evening peak (DESIGN §5)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if ttft_ms is None:
+        raise UsageError("--ttft-ms: required (the time-to-first-token target, ms)")
     from netprobe.budget.compute import budget_params, budget_rows, candidate
     from netprobe.budget.table import print_budget
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -63,3 +64,35 @@ def loss_pct(sent: int, received: int) -> float:
     if sent <= 0:
         return 0.0
     return 100.0 * (sent - received) / sent
+
+
+Z95 = 1.6448536269514722   # the standard normal's 95th percentile
+
+
+@dataclass(frozen=True, slots=True)
+class LogNormal:
+    """exp(N(mu, sigma²)) in ms; sigma 0 is the constant exp(mu) (0 ms when p50 is 0)."""
+
+    mu: float
+    sigma: float
+    zero: bool = False      # the constant 0
+
+    @classmethod
+    def through(cls, p50: float, p95: float) -> LogNormal:
+        """The log-normal whose median is p50 and 95th percentile p95 (p95 == p50: a constant)."""
+        if p50 <= 0:
+            return cls(0.0, 0.0, zero=True)
+        return cls(math.log(p50), math.log(p95 / p50) / Z95)
+
+    def quantile(self, q: float) -> float:
+        """The value at probability q (0 < q < 1)."""
+        if self.zero:
+            return 0.0
+        from statistics import NormalDist
+
+        return math.exp(self.mu + self.sigma * NormalDist().inv_cdf(q)) if self.sigma else math.exp(self.mu)
+
+    def draw(self, rng: random.Random) -> float:
+        if self.zero:
+            return 0.0
+        return rng.lognormvariate(self.mu, self.sigma) if self.sigma else math.exp(self.mu)

@@ -18,6 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
+from netprobe.farend.model import Server
 from netprobe.farend.params import Limits, ParamError, int_param
 from netprobe.farend.stream import CONFIG, send, sleep_until, start_stream, wait_with_comments
 
@@ -43,16 +44,15 @@ class ChatParams:
     include_usage: bool
     max_tokens: int
     reasoning_tokens: int
-    think_ms: int
+    think_ms: int | None        # None: the server's own prefill (netprobe.farend.model)
     ping_ms: int
     interval_ms: int
     prompt_tokens: int
 
-    @property
-    def duration_s(self) -> float:
+    def duration_s(self, think_s: float) -> float:
         """Think time, then one token per interval: when the last token is due."""
         tokens = self.reasoning_tokens + self.max_tokens
-        return (self.think_ms + max(tokens - 1, 0) * self.interval_ms) / 1000
+        return think_s + max(tokens - 1, 0) * self.interval_ms / 1000
 
 
 def _prompt_tokens(messages: list[Any]) -> int:
@@ -68,7 +68,7 @@ def _prompt_tokens(messages: list[Any]) -> int:
     return words
 
 
-def parse_chat(body: Any, query: Mapping[str, str], limits: Limits) -> ChatParams:
+def parse_chat(body: Any, query: Mapping[str, str], limits: Limits, token_ms: int = 20) -> ChatParams:
     if not isinstance(body, dict):
         raise ParamError("body", "must be a JSON object")
     messages = body.get("messages")
@@ -94,9 +94,11 @@ def parse_chat(body: Any, query: Mapping[str, str], limits: Limits) -> ChatParam
         include_usage=bool(options.get("include_usage", False)),
         max_tokens=int_param(body, tokens_key, 16, 1, limits.max_tokens),
         reasoning_tokens=int_param(extras, "reasoning_tokens", 0, 0, limits.max_tokens),
-        think_ms=int_param(extras, "think_ms", 0, 0, limits.max_wait_ms),
+        think_ms=None if extras["think_ms"] is None else
+        int_param(extras, "think_ms", 0, 0, limits.max_wait_ms),
         ping_ms=int_param(extras, "ping_ms", 1000, 0, limits.max_ping_ms),
-        interval_ms=int_param(extras, "interval_ms", 20, limits.min_interval_ms, limits.max_interval_ms),
+        interval_ms=int_param(extras, "interval_ms", token_ms, limits.min_interval_ms,
+                              limits.max_interval_ms),
         prompt_tokens=_prompt_tokens(messages),
     )
 
@@ -141,14 +143,20 @@ async def handle_chat(request: web.Request) -> web.StreamResponse:
     if not _authorized(request, config.api_key):
         return error(401, "Incorrect API key provided.", code="invalid_api_key")
     try:
-        p = parse_chat(await _read_json(request, config.limits), request.query, config.limits)
+        p = parse_chat(await _read_json(request, config.limits), request.query, config.limits,
+                       config.server.model.token_ms)
     except ParamError as exc:
         return error(413 if isinstance(exc, BodyTooLarge) else 400, str(exc), param=exc.name)
     ident, created = f"chatcmpl-{secrets.token_hex(12)}", int(time.time())
     if not p.stream:
-        await asyncio.sleep(p.duration_s)
+        async with config.server.slot():
+            await asyncio.sleep(p.duration_s(_think_s(p, config.server)))
         return web.json_response(_completion(p, ident, created))
-    return await _stream(request, p, ident, created)
+    return await _stream(request, p, ident, created, config.server)
+
+
+def _think_s(p: ChatParams, server: Server) -> float:
+    return server.prefill_s() if p.think_ms is None else p.think_ms / 1000
 
 
 def _completion(p: ChatParams, ident: str, created: int) -> dict[str, Any]:
@@ -161,7 +169,8 @@ def _completion(p: ChatParams, ident: str, created: int) -> dict[str, Any]:
             "usage": _usage(p)}
 
 
-async def _stream(request: web.Request, p: ChatParams, ident: str, created: int) -> web.StreamResponse:
+async def _stream(request: web.Request, p: ChatParams, ident: str, created: int, server: Server
+                  ) -> web.StreamResponse:
     base: dict[str, Any] = {"id": ident, "object": "chat.completion.chunk", "created": created,
                             "model": p.model}
     if p.include_usage:
@@ -171,14 +180,16 @@ async def _stream(request: web.Request, p: ChatParams, ident: str, created: int)
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
         return b"data: " + json.dumps({**base, "choices": [choice]}).encode() + b"\n\n"
 
-    resp = await start_stream(request)
-    start = asyncio.get_running_loop().time() + p.think_ms / 1000
+    resp = await start_stream(request)    # headers at once, as servers do while a request waits
+    loop = asyncio.get_running_loop()
     try:
-        await wait_with_comments(request, resp, start, p.ping_ms, b": keep-alive\n\n")
-        await send(request, resp, chunk({"role": "assistant", "content": ""}))
-        for k in range(p.reasoning_tokens + p.max_tokens):
-            await sleep_until(start + k * p.interval_ms / 1000)  # drift-free, like /sse
-            await send(request, resp, chunk(_token(p, k)))
+        async with server.slot():         # queued (the wait is part of the first token's time)
+            start = loop.time() + _think_s(p, server)
+            await wait_with_comments(request, resp, start, p.ping_ms, b": keep-alive\n\n")
+            await send(request, resp, chunk({"role": "assistant", "content": ""}))
+            for k in range(p.reasoning_tokens + p.max_tokens):
+                await sleep_until(start + k * p.interval_ms / 1000)  # drift-free, like /sse
+                await send(request, resp, chunk(_token(p, k)))
         await send(request, resp, chunk({}, "stop"))
         if p.include_usage:
             usage = {**base, "choices": [], "usage": _usage(p)}

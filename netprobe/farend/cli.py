@@ -58,12 +58,21 @@ def target(
                                    help="also reflect owd packets on this UDP address (needs --tokens)"),
     tokens: Path | None = typer.Option(None, "--tokens", metavar="FILE",
                                        help="the agents allowed to use the reflector (add-agent writes it)"),
+    prefill_ms: str | None = typer.Option(
+        None, "--prefill-ms", metavar="P50[,P95]", help="openai mode: time to the first token once a slot "
+        "is free, constant or log-normal through P50 and P95 (a request's think_ms wins)"),
+    token_ms: int = typer.Option(20, "--token-ms", metavar="MS", min=1, max=60_000,
+                                 help="openai mode: one token every MS (a request's interval_ms wins)"),
+    slots: int | None = typer.Option(None, "--slots", metavar="N", min=1,
+                                     help="openai mode: requests generating at once; the rest queue"),
+    seed: int | None = typer.Option(None, "--seed", metavar="N", help="seed of the prefill draws"),
 ) -> None:
     """Serve the SSE emitter: GET /sse, POST /v1/chat/completions (OpenAI-style), GET /healthz; with
     --udp, the owd reflector too."""
     if ctx.invoked_subcommand is not None:
         return
     from netprobe.farend import tokens as token_file
+    from netprobe.farend.model import ServerModel, parse_prefill
     from netprobe.farend.server import serve  # lazily: aiohttp only for this command
     from netprobe.logs import setup_logging
 
@@ -74,8 +83,10 @@ def target(
         raise UsageError("--udp: the reflector needs --tokens FILE (`netprobe target add-agent` writes it)")
     if tokens is not None:
         token_file.load(tokens)         # a bad file is a usage error now, not a failure after start-up
+    model = ServerModel(prefill=parse_prefill(prefill_ms) if prefill_ms is not None else None,
+                        token_ms=token_ms, slots=slots, seed=seed)
     setup_logging("info")
-    asyncio.run(serve(host, port, api_key=api_key, grace=grace, udp=reflect, tokens=tokens))
+    asyncio.run(serve(host, port, api_key=api_key, grace=grace, udp=reflect, tokens=tokens, model=model))
 
 
 def _udp(text: str) -> tuple[str, int]:

@@ -14,6 +14,7 @@ from aiohttp import web
 from netprobe.errors import UsageError
 from netprobe.farend import tokens as token_file
 from netprobe.farend.chat import handle_chat
+from netprobe.farend.model import Server, ServerModel
 from netprobe.farend.params import Limits
 from netprobe.farend.sse import handle_sse
 from netprobe.farend.stream import CONFIG, TargetConfig
@@ -75,12 +76,12 @@ class _Reflector:
                   dropped=dict(self.owd.reflector.bad) if self.owd else {})
 
 
-def make_app(api_key: str | None = None, limits: Limits = Limits(), trace: TraceService | None = None
-             ) -> web.Application:
-    """/sse, /v1/chat/completions (bearer `api_key` when given) and /healthz, bounded by `limits`;
-    with `trace`, the reflector's POST /api/v1/trace."""
+def make_app(api_key: str | None = None, limits: Limits = Limits(), trace: TraceService | None = None,
+             model: ServerModel = ServerModel()) -> web.Application:
+    """/sse, /v1/chat/completions (bearer `api_key` when given; generating as `model` says) and
+    /healthz, bounded by `limits`; with `trace`, the reflector's POST /api/v1/trace."""
     app = web.Application(client_max_size=limits.max_body_bytes)
-    app[CONFIG] = TargetConfig(api_key=api_key, limits=limits)
+    app[CONFIG] = TargetConfig(api_key=api_key, limits=limits, server=Server(model))
     app.router.add_get("/sse", handle_sse, allow_head=False)
     app.router.add_post("/v1/chat/completions", handle_chat)
     app.router.add_get("/healthz", healthz)
@@ -114,7 +115,8 @@ async def start(app: web.Application, host: str, port: int, *, grace: float = 2.
 
 async def serve(host: str, port: int, *, api_key: str | None = None, limits: Limits = Limits(),
                 grace: float = 2.0, stop: asyncio.Event | None = None,
-                udp: tuple[str, int] | None = None, tokens: Path | None = None) -> None:
+                udp: tuple[str, int] | None = None, tokens: Path | None = None,
+                model: ServerModel = ServerModel()) -> None:
     """Serve until SIGTERM/SIGINT (or `stop` is set), then shut down gracefully.
 
     Shutdown stops accepting at once; streams in flight get `grace` seconds to end, then are cut.
@@ -127,8 +129,8 @@ async def serve(host: str, port: int, *, api_key: str | None = None, limits: Lim
         signals = Signals(stack)
         signals.on(stop.set, signal.SIGTERM, signal.SIGINT)
         reflector = _Reflector(tokens) if tokens is not None else None
-        runner = await start(make_app(api_key, limits, reflector.trace if reflector else None), host, port,
-                             grace=grace)
+        app = make_app(api_key, limits, reflector.trace if reflector else None, model)
+        runner = await start(app, host, port, grace=grace)
         stack.push_async_callback(runner.cleanup)
         for sockname in runner.addresses:
             log_event(log, "info", "target listening", url=_url(sockname[0], sockname[1]),

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from netprobe.farend.model import Server
 from netprobe.farend.params import Limits
 
 # Content-Type with the charset spelled out; no-cache so no proxy stores a stream; X-Accel-Buffering
@@ -23,6 +24,7 @@ SSE_HEADERS = {
 class TargetConfig:
     api_key: str | None
     limits: Limits
+    server: Server = field(default_factory=Server)     # openai mode's prefill, token pace and slots
 
 
 CONFIG = web.AppKey("netprobe_target", TargetConfig)

@@ -1,0 +1,71 @@
+"""The server `netprobe target`'s openai mode plays: how long its "prefill" takes, how fast it generates,
+and how many requests it serves at once — so a lab datacenter can stand in for an inference framework
+with known figures (`--prefill-ms`, `--token-ms`, `--slots`), and what netprobe measures through it can
+be checked against what was configured."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from netprobe.errors import UsageError
+from netprobe.stats import LogNormal
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+
+@dataclass(frozen=True)
+class ServerModel:
+    """What the server does when a request does not say (its think_ms / interval_ms extras win)."""
+
+    prefill: LogNormal | None = None    # time to the first token once a slot is free; None: 0
+    token_ms: int = 20                  # one token every token_ms
+    slots: int | None = None            # requests generating at once; None: unlimited
+    seed: int | None = None
+
+
+@dataclass
+class Server:
+    """A ServerModel at run time: its seeded draws and its slots (FIFO, as a scheduler's waiting queue)."""
+
+    model: ServerModel = field(default_factory=ServerModel)
+    _rng: random.Random = field(init=False)
+    _slots: asyncio.Semaphore | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.model.seed)
+
+    def prefill_s(self) -> float:
+        return 0.0 if self.model.prefill is None else self.model.prefill.draw(self._rng) / 1000
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        """Held from the end of the wait in the queue to the last token."""
+        if self.model.slots is None:
+            yield
+            return
+        if self._slots is None:          # created on the serving loop
+            self._slots = asyncio.Semaphore(self.model.slots)
+        async with self._slots:          # asyncio.Semaphore wakes waiters in FIFO order
+            yield
+
+
+def parse_prefill(text: str, option: str = "--prefill-ms") -> LogNormal:
+    """`P50` (a constant) or `P50,P95` (a log-normal through both), in ms."""
+    parts = text.split(",")
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        raise UsageError(f"{option}: expected P50 or P50,P95 in ms, got {text!r}") from None
+    if len(values) not in (1, 2) or any(not v >= 0 or v == float("inf") for v in values):
+        raise UsageError(f"{option}: expected P50 or P50,P95 in ms (finite, not negative), got {text!r}")
+    p50, p95 = values[0], values[-1]
+    if p95 < p50:
+        raise UsageError(f"{option}: the P95 ({p95:g}) is below the P50 ({p50:g})")
+    if p50 == 0 and p95 > 0:
+        raise UsageError(f"{option}: a log-normal needs a positive P50, got 0 with a P95 of {p95:g}")
+    return LogNormal.through(p50, p95)

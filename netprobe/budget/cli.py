@@ -105,6 +105,8 @@ def vram(
     gpu_gb: Annotated[str, typer.Option("--gpu-gb", metavar="24,48,80",
                                         help="GPU memory sizes to check, GB (= GiB as cards are sold)")
                       ] = "24,48,80",
+    gpus: Annotated[int, typer.Option("--gpus", metavar="N",
+                                      help="GPUs of each size per replica, tensor parallel")] = 1,
     margin_pct: Annotated[float, typer.Option(
         "--margin-pct", metavar="P", help="margin for activations and fragmentation, % of weights + KV")
                           ] = 20.0,
@@ -127,7 +129,7 @@ def vram(
         arch = spec.arch
     else:
         arch = v.custom_architecture(params, layers, kv_heads, head_dim, kv_lora_rank, rope_dim)
-    for option, number in (("--ctx", ctx), ("--concurrency", concurrency)):
+    for option, number in (("--ctx", ctx), ("--concurrency", concurrency), ("--gpus", gpus)):
         if number < 1:
             raise UsageError(f"{option}: must be at least 1, got {number}")
     if spec is not None and ctx > spec.max_ctx:
@@ -138,7 +140,8 @@ def vram(
     v.check_width(quant, v.WEIGHT_BYTES, "--quant")
     v.check_width(kv_quant, v.KV_BYTES, "--kv-quant")
     est = v.estimate(arch, quant=quant, kv_quant=kv_quant, ctx=ctx, concurrency=concurrency,
-                     gpus_gib=v.parse_gpus(gpu_gb), margin_pct=Fraction(repr(margin_pct)), model=spec)
+                     gpus_gib=v.parse_gpus(gpu_gb), margin_pct=Fraction(repr(margin_pct)), gpus=gpus,
+                     model=spec)
     if json_out:
         print(json.dumps(est.to_dict()))
         return

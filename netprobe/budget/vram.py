@@ -12,6 +12,10 @@
   The KV cache has its own width (`kv_quant`), bf16 by default whatever the weights' width: vLLM keeps
   it in the model's dtype unless told `--kv-cache-dtype fp8`.
 - **Margin** = 20 % (by default) of weights + KV cache: activations, the CUDA context, fragmentation.
+- **Several GPUs** (`gpus`, tensor parallel): each holds 1/gpus of the weights and its rank's KV cache.
+  KV heads split over the ranks, at least one each; latent attention's latent is shared by all heads,
+  so every rank caches it whole (as vLLM's tensor parallelism does), and the replica's KV cache is
+  gpus × the single-GPU figure.
 
 GiB = 2³⁰ bytes. A GPU's size is taken in the same unit: an "80 GB" H100 shows 81,559 MiB.
 Arithmetic is exact (fractions): a sequence that fits to the byte fits.
@@ -63,6 +67,16 @@ class Architecture:
             return self.layers * (self.kv_lora_rank + self.rope_dim)
         assert self.kv_heads is not None and self.head_dim is not None
         return 2 * self.layers * self.kv_heads * self.head_dim
+
+    def kv_elements_per_token_per_gpu(self, gpus: int) -> int:
+        """What each of `gpus` tensor-parallel ranks caches per token. Latent attention's latent is
+        shared by all heads, so every rank keeps it whole (vLLM's tensor parallelism; SGLang's DP
+        attention is the way around it); KV heads are split, at least one per rank (copied when there
+        are fewer heads than ranks)."""
+        if self.mla or gpus == 1:
+            return self.kv_elements_per_token
+        assert self.kv_heads is not None and self.head_dim is not None
+        return 2 * self.layers * max(1, -(-self.kv_heads // gpus)) * self.head_dim
 
     def formula(self, kv_bytes: int) -> str:
         """The per-token figure written out, for people."""
@@ -130,12 +144,12 @@ def find_model(name: str) -> ModelSpec:
 
 @dataclass(frozen=True, slots=True)
 class GpuFit:
-    gpu_gib: float
+    gpu_gib: float             # one card's size; a replica has `gpus` of them
     fits: bool                 # weights + KV for `concurrency` sequences of `ctx` tokens + margin
     weights_fit: bool          # the weights and their margin, without any KV cache
     max_concurrency: int       # sequences of `ctx` tokens that fit; 0 when even the weights do not
     max_ctx: int               # tokens per sequence at `concurrency` sequences (capped at the model's)
-    headroom_gib: float        # GPU − total; negative when it does not fit
+    headroom_gib: float        # one GPU − its share of the total; negative when it does not fit
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,9 +163,11 @@ class VramEstimate:
     ctx: int
     concurrency: int
     margin_pct: float
+    gpus: int                  # tensor-parallel GPUs per replica
     kv_formula: str
     kv_bytes_per_token: int
-    weights_bytes: Fraction
+    kv_bytes_per_token_per_gpu: int
+    weights_bytes: Fraction    # weights, KV cache and margin: the whole replica, over all its GPUs
     kv_cache_bytes: int
     margin_bytes: Fraction
     fits: tuple[GpuFit, ...]
@@ -164,10 +180,11 @@ class VramEstimate:
         return {
             "model": self.model, "hf_id": self.hf_id, "attention": self.attention, "params": self.params,
             "quant": self.quant, "kv_quant": self.kv_quant, "ctx": self.ctx, "concurrency": self.concurrency,
-            "margin_pct": self.margin_pct,
+            "margin_pct": self.margin_pct, "gpus": self.gpus,
             "weights_gib": gib(self.weights_bytes), "kv_cache_gib": gib(self.kv_cache_bytes),
             "kv_bytes_per_token": self.kv_bytes_per_token, "margin_gib": gib(self.margin_bytes),
-            "total_gib": gib(self.total_bytes),
+            "total_gib": gib(self.total_bytes), "per_gpu_gib": gib(self.total_bytes / self.gpus),
+            "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token_per_gpu,
             "fits": [{"gpu_gib": f.gpu_gib, "fits": f.fits, "weights_fit": f.weights_fit,
                       "max_concurrency": f.max_concurrency,
                       "max_ctx": f.max_ctx, "headroom_gib": f.headroom_gib} for f in self.fits],
@@ -194,31 +211,35 @@ def check_width(name: str, table: dict[str, Any], option: str) -> None:
 
 
 def estimate(arch: Architecture, *, quant: str, kv_quant: str = "bf16", ctx: int, concurrency: int = 1,
-             gpus_gib: tuple[Fraction, ...] = (), margin_pct: Fraction = Fraction(20),
+             gpus_gib: tuple[Fraction, ...] = (), margin_pct: Fraction = Fraction(20), gpus: int = 1,
              model: ModelSpec | None = None) -> VramEstimate:
     """Weights, KV cache and margin for `concurrency` sequences of `ctx` tokens, and per GPU size
-    whether they fit and how many sequences (at `ctx`) or tokens (at `concurrency`) would."""
+    whether they fit and how many sequences (at `ctx`) or tokens (at `concurrency`) would; with
+    `gpus` > 1, on that many GPUs of each size in tensor parallel: each holds 1/gpus of the weights
+    and its ranks' share of the KV cache."""
     weights = weight_bytes(arch.params, quant)
     per_token = kv_bytes_per_token(arch, kv_quant)
-    kv = per_token * ctx * concurrency
+    per_token_gpu = arch.kv_elements_per_token_per_gpu(gpus) * KV_BYTES[kv_quant]
+    kv_gpu = per_token_gpu * ctx * concurrency
     factor = 1 + margin_pct / 100
+    need = (weights / gpus + kv_gpu) * factor          # on each GPU
     fits = []
     for size in gpus_gib:
         gpu = size * GIB
-        room = gpu / factor - weights          # bytes left for the KV cache, margin accounted for
-        max_seqs = max(0, int(room // (per_token * ctx)))
-        max_ctx = max(0, int(room // (per_token * concurrency)))
+        room = gpu / factor - weights / gpus   # bytes left on each GPU for the KV cache, margin accounted for
+        max_seqs = max(0, int(room // (per_token_gpu * ctx)))
+        max_ctx = max(0, int(room // (per_token_gpu * concurrency)))
         if model is not None:
             max_ctx = min(max_ctx, model.max_ctx)
-        total = (weights + kv) * factor
-        fits.append(GpuFit(gpu_gib=float(size), fits=total <= gpu, weights_fit=room >= 0,
-                           max_concurrency=max_seqs,
-                           max_ctx=max_ctx, headroom_gib=gib(gpu - total)))
+        fits.append(GpuFit(gpu_gib=float(size), fits=need <= gpu, weights_fit=room >= 0,
+                           max_concurrency=max_seqs, max_ctx=max_ctx, headroom_gib=gib(gpu - need)))
+    kv = kv_gpu * gpus
     return VramEstimate(
         model=model.name if model else None, hf_id=model.hf_id if model else None,
         attention="mla" if arch.mla else "gqa", params=arch.params, quant=quant, kv_quant=kv_quant, ctx=ctx,
-        concurrency=concurrency, margin_pct=float(margin_pct), kv_formula=arch.formula(KV_BYTES[kv_quant]),
-        kv_bytes_per_token=per_token, weights_bytes=weights, kv_cache_bytes=kv,
+        concurrency=concurrency, margin_pct=float(margin_pct), gpus=gpus,
+        kv_formula=arch.formula(KV_BYTES[kv_quant]), kv_bytes_per_token=per_token,
+        kv_bytes_per_token_per_gpu=per_token_gpu, weights_bytes=weights, kv_cache_bytes=kv,
         margin_bytes=(weights + kv) * margin_pct / 100, fits=tuple(fits))
 
 

@@ -186,6 +186,30 @@ def test_max_ctx_stops_at_what_the_model_reads() -> None:
     assert e.fits[0].max_ctx == 131_072 and e.fits[0].max_concurrency > 100
 
 
+def test_tensor_parallel_splits_weights_and_heads_but_not_the_latent() -> None:
+    llama = find_model("deepseek-r1-distill-llama-70b")
+    four = estimate(llama.arch, quant="bf16", ctx=8192, concurrency=8, gpus=4, model=llama,
+                    gpus_gib=parse_gpus("48"))
+    assert four.kv_bytes_per_token_per_gpu == 2 * 80 * (8 // 4) * 128 * 2 == 81_920
+    assert four.kv_cache_bytes == 327_680 * 8192 * 8                     # split, nothing copied
+    # per GPU: (131.42 / 4 + 5) × 1.2 = 45.42 GiB in 48: fits
+    per_gpu = (Fraction(2 * llama.arch.params, 4) + 81_920 * 8192 * 8) * Fraction(6, 5)
+    assert four.fits[0].fits and four.fits[0].headroom_gib == pytest.approx(48 - float(per_gpu) / GIB)
+    # 48 / 1.2 = 40 GiB, less 32.854 GiB of weights = 7.146 GiB for sequences of 0.625 GiB on each GPU
+    assert four.fits[0].max_concurrency == 11
+    assert four.to_dict()["per_gpu_gib"] == pytest.approx(float(per_gpu) / GIB)
+    sixteen = estimate(llama.arch, quant="bf16", ctx=8192, gpus=16)
+    assert sixteen.kv_bytes_per_token_per_gpu == 2 * 80 * 1 * 128 * 2  # 8 KV heads on 16 GPUs: copied
+    assert sixteen.kv_cache_bytes == 2 * 327_680 * 8192
+    r1 = find_model("deepseek-r1")
+    eight = estimate(r1.arch, quant="fp8", ctx=32_768, concurrency=16, gpus=8, model=r1,
+                     gpus_gib=parse_gpus("80,141"))
+    assert eight.kv_bytes_per_token_per_gpu == eight.kv_bytes_per_token == 70_272   # the latent, whole
+    assert eight.kv_cache_bytes == 8 * 70_272 * 32_768 * 16
+    assert [(f.fits, f.weights_fit) for f in eight.fits] == [(False, False), (True, True)]
+    assert eight.to_dict()["gpus"] == 8
+
+
 def test_gpu_sizes_and_custom_figures_are_checked() -> None:
     assert parse_gpus("24, 48,80") == (Fraction(24), Fraction(48), Fraction(80))
     assert parse_gpus("40.5") == (Fraction(81, 2),)
@@ -246,6 +270,10 @@ def test_table_shows_memory_per_token_and_each_gpu() -> None:
     assert "fp8 weights" in out.stdout and "not even the weights" in out.stdout
     small = _cli("--model", "r1-distill-qwen-7b", "--quant", "int4", "--ctx", "32768", "--concurrency", "8")
     assert small.returncode == 0 and "57,344 B" in small.stdout and "yes" in small.stdout
+    node = _cli("--model", "deepseek-r1", "--gpus", "8", "--gpu-gb", "80,141", "--ctx", "32768",
+                "--concurrency", "16")
+    assert node.returncode == 0 and "tensor parallel over 8 GPUs" in node.stdout
+    assert "8 × 141" in node.stdout and "the latent is whole on every rank" in node.stdout
 
 
 @pytest.mark.parametrize(("args", "option"), [
@@ -260,6 +288,7 @@ def test_table_shows_memory_per_token_and_each_gpu() -> None:
     (("--model", "deepseek-r1", "--concurrency", "0"), "--concurrency"),
     (("--model", "deepseek-r1", "--gpu-gb", "80,big"), "--gpu-gb"),
     (("--model", "deepseek-r1", "--margin-pct", "-5"), "--margin-pct"),
+    (("--model", "deepseek-r1", "--gpus", "0"), "--gpus"),
     ((), "--model"),
 ])
 def test_usage_errors_exit_2_naming_the_option(args: tuple[str, ...], option: str) -> None:

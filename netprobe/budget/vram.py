@@ -14,8 +14,8 @@
 - **Margin** = 20 % (by default) of weights + KV cache: activations, the CUDA context, fragmentation.
 - **Several GPUs** (`gpus`, tensor parallel): each holds 1/gpus of the weights and its rank's KV cache.
   KV heads split over the ranks, at least one each; latent attention's latent is shared by all heads,
-  so every rank caches it whole (as vLLM's tensor parallelism does), and the replica's KV cache is
-  gpus × the single-GPU figure.
+  so every rank caches it whole (vLLM: "MLA is always replicated as the hidden dim can't be split",
+  quoted in vllm-project/vllm#47929), and the replica's KV cache is gpus × the single-GPU figure.
 
 GiB = 2³⁰ bytes. A GPU's size is taken in the same unit: an "80 GB" H100 shows 81,559 MiB.
 Arithmetic is exact (fractions): a sequence that fits to the byte fits.

@@ -96,3 +96,23 @@ class LogNormal:
         if self.zero:
             return 0.0
         return rng.lognormvariate(self.mu, self.sigma) if self.sigma else math.exp(self.mu)
+
+
+def lognormal_option(text: str, option: str) -> LogNormal:
+    """An option's `P50` (a constant) or `P50,P95` (a log-normal through both), in ms; a UsageError
+    naming `option` otherwise."""
+    from netprobe.errors import UsageError
+
+    parts = text.split(",")
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        raise UsageError(f"{option}: expected P50 or P50,P95 in ms, got {text!r}") from None
+    if len(values) not in (1, 2) or any(not v >= 0 or v == math.inf for v in values):
+        raise UsageError(f"{option}: expected P50 or P50,P95 in ms (finite, not negative), got {text!r}")
+    p50, p95 = values[0], values[-1]
+    if p95 < p50:
+        raise UsageError(f"{option}: the P95 ({p95:g}) is below the P50 ({p50:g})")
+    if p50 == 0 and p95 > 0:
+        raise UsageError(f"{option}: a log-normal needs a positive P50, got 0 with a P95 of {p95:g}")
+    return LogNormal.through(p50, p95)

@@ -36,6 +36,7 @@ RTT_TOP_Q = 0.9999              # RTT mass above this quantile is read at it (â‰
 SERVER_TOP_Q = 0.99999
 MAX_LOSSES = 8                  # losses per request followed: beyond, p^9 of the mass is dropped
 QS = (0.50, 0.95, 0.99)
+CHUNK = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,10 +302,15 @@ def attainments(rtts: Rtts, loss: Sequence[float] | F64, servers: Sequence[Serve
         return np.zeros(0)
     loss = np.asarray(loss, np.float64)
     out, rest = _decided(rtts, loss, servers, m)
-    if len(rest):
-        sub = Rtts(rtts.values, rtts.weights[rest])
-        out[rest] = 100.0 * _Batch(sub, loss[rest], [servers[i] for i in rest], m).attainment()
+    for part in _chunks(rest):
+        sub = Rtts(rtts.values, rtts.weights[part])
+        out[part] = 100.0 * _Batch(sub, loss[part], [servers[i] for i in part], m).attainment()
     return out
+
+
+def _chunks(idx: Sequence[int], size: int = CHUNK) -> list[list[int]]:
+    """Cases in batches of `size`: a batch holds [size, 2Â·GRID_CELLS] complex arrays (16 MB at 256)."""
+    return [list(idx[k:k + size]) for k in range(0, len(idx), size)]
 
 
 def _decided(rtts: Rtts, loss: F64, servers: Sequence[Server], m: SloModel) -> tuple[F64, list[int]]:
@@ -327,15 +333,18 @@ def _decided(rtts: Rtts, loss: F64, servers: Sequence[Server], m: SloModel) -> t
 def outcomes(rtts: Rtts, loss: Sequence[float] | F64, servers: Sequence[Server], m: SloModel
              ) -> list[Outcome]:
     """Attainment, the end-to-end TTFT's P50/P95/P99 and the GPU budget at m.pct, per case."""
-    if not len(rtts):
-        return []
-    batch = _Batch(rtts, np.asarray(loss, np.float64), servers, m)
-    totals = batch.totals()
-    got = totals.cdf(np.full(len(rtts), m.ttft_ms))
-    qs = totals.quantiles(QS)
-    budgets = _gpu_budgets(batch)
-    return [Outcome(100.0 * float(got[i]), {f"p{round(q * 100)}": float(qs[i, j]) for j, q in enumerate(QS)},
-                    budgets[i]) for i in range(len(rtts))]
+    loss = np.asarray(loss, np.float64)
+    out: list[Outcome] = []
+    for part in _chunks(range(len(rtts))):
+        batch = _Batch(Rtts(rtts.values, rtts.weights[part]), loss[part], [servers[i] for i in part], m)
+        totals = batch.totals()
+        got = totals.cdf(np.full(len(part), m.ttft_ms))
+        qs = totals.quantiles(QS)
+        budgets = _gpu_budgets(batch)
+        out += [Outcome(100.0 * float(got[k]), {f"p{round(q * 100)}": float(v) for q, v in zip(QS, qs[k],
+                                                                                              strict=True)},
+                        budgets[k]) for k in range(len(part))]
+    return out
 
 
 def _scaled(s: Server, c: float) -> Server:

@@ -8,13 +8,14 @@ margin = peak P95 − P50 of the SSE delay variation (or of the RTT without SSE 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from netprobe.errors import UsageError
 
 if TYPE_CHECKING:
     from netprobe.report.rows import PeakRow
+    from netprobe.report.slo import SloFigures
 
 TlsVersion = Literal["1.2", "1.3"]
 
@@ -38,6 +39,7 @@ class Candidate:
     tpot_ms: float | None = None
     ret_delay_var_p50_ms: float | None = None   # owd: the way back, where streamed tokens travel
     ret_delay_var_p95_ms: float | None = None
+    slo: SloFigures | None = None              # attainment (budget --slo-ttft-ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,10 +79,27 @@ class BudgetRow:
     tpot_ok: bool | None             # None: no --tpot-ms or nothing measured to check it against
     feasible: bool
     why: str                         # the first segment over budget, "" when feasible
-    rank: int = 0                    # 1 = most GPU budget within the region
+    rank: int = 0                    # 1 = most GPU budget within the region (most attainment with an SLO)
+    slo: SloFigures | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = {f: getattr(self, f) for f in self.__dataclass_fields__ if f != "slo"}
+        return d | (_slo_dict(self.slo, self.tpot_ok) if self.slo is not None else {})
+
+    @property
+    def attainment_pct(self) -> float | None:
+        """The share meeting the SLO at the peak; with a TPOT target, 0 when the stream misses it."""
+        if self.slo is None or self.slo.attainment_pct is None:
+            return None
+        return 0.0 if self.tpot_ok is False else self.slo.attainment_pct
+
+
+def _slo_dict(slo: SloFigures, tpot_ok: bool | None) -> dict[str, Any]:
+    d = slo.to_dict()
+    if tpot_ok is False:         # a request must meet both targets (vLLM's goodput)
+        d["attainment_pct"] = 0.0
+        d["offpeak_attainment_pct"] = 0.0 if d["offpeak_attainment_pct"] is not None else None
+    return d
 
 
 def jitter_margin(c: Candidate) -> tuple[float, str]:
@@ -123,7 +142,7 @@ def budget_row(c: Candidate, p: BudgetParams) -> BudgetRow:
         network_floor_ms=c.rtt_p95_ms, round_trips=p.round_trips, calls=p.calls, network_ms=network,
         jitter_margin_ms=margin, jitter_source=source, gpu_budget_ms=gpu, gpu_measured_ms=measured,
         tpot_target_ms=p.tpot_ms, tpot_measured_ms=c.tpot_ms, gap_p95_ms=c.gap_p95_ms,
-        stalls_per_min=c.stalls_per_min, tpot_ok=tpot_ok, feasible=not why, why=why)
+        stalls_per_min=c.stalls_per_min, tpot_ok=tpot_ok, feasible=not why, why=why, slo=c.slo)
 
 
 def budget_rows(candidates: list[Candidate], params: BudgetParams) -> list[BudgetRow]:
@@ -131,16 +150,16 @@ def budget_rows(candidates: list[Candidate], params: BudgetParams) -> list[Budge
     rows = [budget_row(c, params) for c in candidates]
     ranked: list[BudgetRow] = []
     for region in sorted({r.region for r in rows}):
-        mine = sorted((r for r in rows if r.region == region),
-                      key=lambda r: (-r.gpu_budget_ms, r.target, r.agent))
-        ranked += [_with_rank(r, i + 1) for i, r in enumerate(mine)]
+        mine = sorted((r for r in rows if r.region == region), key=_order)
+        ranked += [replace(r, rank=i + 1) for i, r in enumerate(mine)]
     return ranked
 
 
-def _with_rank(row: BudgetRow, rank: int) -> BudgetRow:
-    d = row.to_dict()
-    d["rank"] = rank
-    return BudgetRow(**d)
+def _order(r: BudgetRow) -> tuple[float, float, str, str]:
+    """Most attainment first when an SLO was given (then most GPU budget), else most GPU budget."""
+    got = r.attainment_pct
+    return (-(got if got is not None else -1.0) if r.slo is not None else 0.0, -r.gpu_budget_ms, r.target,
+            r.agent)
 
 
 def budget_params(ttft_ms: float, tpot_ms: float | None, tls: str, keepalive: bool,
@@ -170,4 +189,4 @@ def candidate(row: PeakRow) -> Candidate | None:
                      gap_p95_ms=p.figure("sse_gap_p95_ms"), stalls_per_min=p.figure("stalls_per_min"),
                      server_first_ms=p.figure("sse_server_first_ms"),
                      tpot_ms=p.figure("sse_tpot_ms"), ret_delay_var_p50_ms=p.figure("ret_delay_var_p50_ms"),
-                     ret_delay_var_p95_ms=p.figure("ret_delay_var_p95_ms"))
+                     ret_delay_var_p95_ms=p.figure("ret_delay_var_p95_ms"), slo=row.slo)

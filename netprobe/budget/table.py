@@ -11,16 +11,56 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from netprobe.budget.compute import BudgetParams, BudgetRow
+    from netprobe.report.slo import SloRequest
 
 
 def ms(v: float | None) -> str:
     return "–" if v is None else f"{v:.0f}"
 
 
-def print_budget(rows: list[BudgetRow], p: BudgetParams, con: Console | None = None) -> None:
-    conn = "keep-alive (1 round trip)" if p.keepalive else \
+def pct(v: float | None) -> str:
+    return "–" if v is None else f"{v:.1f}"
+
+
+def _connection(p: BudgetParams) -> str:
+    return "keep-alive (1 round trip)" if p.keepalive else \
         f"new TCP + TLS {p.tls} connection ({p.round_trips} round trips)"
-    title = f"TTFT {p.ttft_ms:g} ms · {conn} · {p.calls} call{'s' * (p.calls > 1)} in series"
+
+
+def print_slo(rows: list[BudgetRow], slo: SloRequest, con: Console | None = None) -> None:
+    """Attainment (DESIGN §10): per candidate, the share of requests within the SLO at the peak and
+    off-peak, the end-to-end TTFT, and the server time that keeps X % within it."""
+    m = slo.model
+    title = (f"SLO: first token within {m.ttft_ms:g} ms · {m.round_trips} round trip"
+             f"{'s' * (m.round_trips > 1)} · {m.calls} call{'s' * (m.calls > 1)} in series · "
+             f"share of requests, % (loss and retransmission timeouts included)")
+    table = TextTable(title=title)
+    for col in ("region", "rank", "target", "line", "peak %", "off-peak %", "e2e p50", "e2e p95", "e2e p99",
+                f"GPU P{m.pct:g} for {m.pct:g} %", "server", "worst hour"):
+        table.add_column(col, justify="left" if col in ("region", "target", "line", "server") else "right")
+    for r in rows:
+        s = r.slo
+        if s is None:
+            continue
+        e2e = s.outcome.e2e_ttft_ms if s.outcome else {}
+        budget = s.outcome.gpu_budget_at_pct_ms if s.outcome else None
+        worst = min(((v, h) for h, v in enumerate(s.hours) if v is not None), default=None)
+        got = r.attainment_pct
+        ok = got is not None and got >= m.pct
+        table.add_row(r.region, str(r.rank), r.target, r.line, pct(got), pct(s.offpeak_attainment_pct),
+                      ms(e2e.get("p50")), ms(e2e.get("p95")), ms(e2e.get("p99")),
+                      "network over" if budget is None else ms(budget), s.server,
+                      "–" if worst is None else f"{worst[1]:02d}:00 {worst[0]:.1f}",
+                      cell_styles=(None, None, None, None, "green" if ok else "red", *(None,) * 7))
+    con = con or console()
+    table.print(con)
+
+
+def print_budget(rows: list[BudgetRow], p: BudgetParams, con: Console | None = None,
+                 worst_case: bool = False) -> None:
+    title = f"TTFT {p.ttft_ms:g} ms · {_connection(p)} · {p.calls} call{'s' * (p.calls > 1)} in series"
+    if worst_case:
+        title = "Worst case, P95s added: " + title
     table = TextTable(title=title)
     text_columns = ("region", "target", "line", "verdict")
     for col in ("region", "rank", "target", "line", "floor p95", "network", "jitter",

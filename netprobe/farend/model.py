@@ -11,8 +11,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from netprobe.errors import UsageError
-from netprobe.stats import LogNormal
+from netprobe.stats import LogNormal, lognormal_option
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -56,16 +55,4 @@ class Server:
 
 def parse_prefill(text: str, option: str = "--prefill-ms") -> LogNormal:
     """`P50` (a constant) or `P50,P95` (a log-normal through both), in ms."""
-    parts = text.split(",")
-    try:
-        values = [float(p) for p in parts]
-    except ValueError:
-        raise UsageError(f"{option}: expected P50 or P50,P95 in ms, got {text!r}") from None
-    if len(values) not in (1, 2) or any(not v >= 0 or v == float("inf") for v in values):
-        raise UsageError(f"{option}: expected P50 or P50,P95 in ms (finite, not negative), got {text!r}")
-    p50, p95 = values[0], values[-1]
-    if p95 < p50:
-        raise UsageError(f"{option}: the P95 ({p95:g}) is below the P50 ({p50:g})")
-    if p50 == 0 and p95 > 0:
-        raise UsageError(f"{option}: a log-normal needs a positive P50, got 0 with a P95 of {p95:g}")
-    return LogNormal.through(p50, p95)
+    return lognormal_option(text, option)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -389,7 +390,11 @@ def rollup_extras(result: ProbeResult) -> list[tuple[str, float]]:
     if result.mode == "openai":
         first, headers, tpot = result.first_event_ms, result.ttfb_ms, result.tpot_ms
         if first is not None and headers is not None:
-            out.append(("server_first_ms", max(0.0, first - headers)))
+            server = max(0.0, first - headers)
+            out.append(("server_first_ms", server))
+            # log moments: the server's first-token time as a log-normal (SLO attainment, DESIGN §10)
+            ln = math.log(max(server, SERVER_FLOOR_MS))
+            out += [("server_first_ln", ln), ("server_first_ln2", ln * ln)]
         if tpot is not None:
             out.append(("tpot_ms", tpot))
     if result.duration_s > 0:
@@ -404,7 +409,10 @@ ROLLUP_FIGURES = (RollupFigure("gap_p95_ms", "gap_p95_ms"),
                   RollupFigure("delay_var_p50_ms", "delay_var_p50_ms"),
                   RollupFigure("delay_var_p95_ms", "delay_var_p95_ms"),
                   RollupFigure("stalls_per_min", "stalls", per="stream_s", per_scale=60.0),
-                  RollupFigure("server_first_ms", "server_first_ms"), RollupFigure("tpot_ms", "tpot_ms"))
+                  RollupFigure("server_first_ms", "server_first_ms"), RollupFigure("tpot_ms", "tpot_ms"),
+                  RollupFigure("server_first_ln_mean", "server_first_ln"),
+                  RollupFigure("server_first_ln2_mean", "server_first_ln2"))
+SERVER_FLOOR_MS = 0.01      # a first token "at once" is taken as 10 µs: its log stays finite
 
 
 URL_OPTION = TargetOption(key="sse_url", annotation=HttpUrl | None, fills="url", required=True,
@@ -418,6 +426,8 @@ SPEC = ProbeSpec(name="sse", settings_model=SseSettings, run=run, result_type=Ss
                      ("sse_delay_var_p95_ms", "delay_var_p95_ms"),
                      ("sse_delay_var_p50_ms", "delay_var_p50_ms"),
                      ("sse_gap_p95_ms", "gap_p95_ms"), ("sse_server_first_ms", "server_first_ms"),
-                     ("sse_tpot_ms", "tpot_ms")), on_row=("sse_first_event_p95_ms", "stalls_per_min"),
+                     ("sse_tpot_ms", "tpot_ms"), ("sse_server_first_ln_mean", "server_first_ln_mean"),
+                     ("sse_server_first_ln2_mean", "server_first_ln2_mean")),
+                     on_row=("sse_first_event_p95_ms", "stalls_per_min"),
                      columns=(ReportColumn("sse 1st p95", "sse_first_event_p95_ms"),
                               ReportColumn("stalls/min", "stalls_per_min", "rate"))))

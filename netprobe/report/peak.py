@@ -32,6 +32,7 @@ from .rows import (
     figure_probes,
     rtt_probes,
 )
+from .slo import SloRequest, measured_server, series_slo
 
 if TYPE_CHECKING:
     from netprobe.store.hour_arrays import HourArrays, Window
@@ -183,8 +184,8 @@ def _profiles(arrays: HourArrays) -> list[tuple[HourProfile, ...]]:
 
 
 def _agent_rows(agent: fleet.AgentInfo, zone: ZoneInfo, targets: Mapping[str, fleet.TargetInfo],
-                by_probe: Mapping[str, HourArrays], window: HourWindow, offpeak: HourWindow | None
-                ) -> list[PeakRow]:
+                by_probe: Mapping[str, HourArrays], window: HourWindow, offpeak: HourWindow | None,
+                slo: SloRequest | None = None) -> list[PeakRow]:
     """The rows of one agent: each probe's windows merged for all its series at once."""
     rtt_order = [p for p in rtt_probes() if p in by_probe]
     figured = {p: [name for _, name in pairs] for p, pairs in figure_probes().items()}
@@ -212,7 +213,27 @@ def _agent_rows(agent: fleet.AgentInfo, zone: ZoneInfo, targets: Mapping[str, fl
             detected_line=None, rtt_probe=rtt_probe, peak=peak, offpeak=off,
             worst_hour=_worst_hour(peak.merged, zone), degradation=_degradation(peak, off),
             profile=profiles[rtt_probe][i] if rtt_probe and i is not None and offpeak is not None else ()))
+    if slo is not None:
+        rows = _with_slo(rows, slo, by_probe, merged, index, offpeak is not None)
     return rows
+
+
+def _with_slo(rows: list[PeakRow], slo: SloRequest, by_probe: Mapping[str, HourArrays],
+              merged: Mapping[tuple[str, int], _Merged | None], index: Mapping[str, Mapping[str, int]],
+              offpeak: bool) -> list[PeakRow]:
+    """Each row's SLO attainment, every series of its RTT probe at once (report/slo.py)."""
+    out = list(rows)
+    for probe in {r.rtt_probe for r in rows if r.rtt_probe is not None}:
+        peak, off = merged.get((probe, 0)), merged.get((probe, 1)) if offpeak else None
+        if peak is None:
+            continue
+        mine = [(k, index[probe][r.target]) for k, r in enumerate(rows) if r.rtt_probe == probe]
+        figures = series_slo(slo, peak.window, off.window if off is not None else None,
+                             by_probe[probe].each_hour() if slo.hours else None, [i for _, i in mine],
+                             [measured_server(rows[k].peak.extra) for k, _ in mine])
+        for k, i in mine:
+            out[k] = replace(rows[k], slo=figures[i])
+    return out
 
 
 async def _read_days(store: Source, agent: str, local: LocalDays, probes: Sequence[str],
@@ -240,7 +261,7 @@ async def _agent_series(store: Source, agent: str, local: LocalDays, known_targe
 async def compute(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | str = DEFAULT_WINDOW,
                   offpeak: HourWindow | str = DEFAULT_OFFPEAK, agent: str | None = None,
                   region: str | None = None, now: datetime | None = None,
-                  peak_only: bool = False) -> PeakReport:
+                  peak_only: bool = False, slo: SloRequest | None = None) -> PeakReport:
     """The whole report: rows ranked within each region, ordered by region, rank, agent, target.
     Reads the prefix rollups: a few rows per series whatever `days` is (netprobe.store.prefix).
     `peak_only` (the budget): the peak window alone, without off-peak figures, profiles and
@@ -285,7 +306,7 @@ async def compute(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | 
                 return_reads.append(asyncio.ensure_future(fleet.detected_lines(store, pairs, now, "return")))
             if grouped and problem:
                 warnings.append(f"agent {info.id}: {problem}; its windows are taken in UTC")
-            rows += _agent_rows(info, zone, target_info, grouped, win, None if peak_only else off)
+            rows += _agent_rows(info, zone, target_info, grouped, win, None if peak_only else off, slo)
         lines = {k: v for found in await asyncio.gather(*line_reads) for k, v in found.items()}
         back = {k: v for found in await asyncio.gather(*return_reads) for k, v in found.items()}
     finally:
@@ -304,10 +325,10 @@ async def compute(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | 
 async def peak_rows(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | str = DEFAULT_WINDOW,
                     offpeak: HourWindow | str = DEFAULT_OFFPEAK, agent: str | None = None,
                     region: str | None = None, now: datetime | None = None,
-                    peak_only: bool = False) -> list[PeakRow]:
+                    peak_only: bool = False, slo: SloRequest | None = None) -> list[PeakRow]:
     """Peak vs off-peak per agent × target over the last `days` local days (see windows.py for the
     exact rules), ranked within each region. `window`/`offpeak`: HourWindow or "20-23"-style text.
     `peak_only`: as compute's."""
     report = await compute(store, days, window, offpeak, agent=agent, region=region, now=now,
-                           peak_only=peak_only)
+                           peak_only=peak_only, slo=slo)
     return report.rows

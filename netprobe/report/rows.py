@@ -7,11 +7,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from netprobe.probes import REGISTRY
 from netprobe.store.prefix import Extremes, Sums
 from netprobe.store.rollups import Rollup
+
+if TYPE_CHECKING:
+    from netprobe.report.slo import SloFigures
 
 
 def rtt_probes() -> list[str]:
@@ -129,6 +132,7 @@ class PeakRow:
     score_ms: float | None = None     # ranking score (ranking.py); lower is better
     rank: int | None = None           # 1 = best within the region; None when there is no peak RTT
     return_line: str | None = None    # latest return route label (rmtr: the way back); None without rmtr
+    slo: SloFigures | None = None     # SLO attainment (report/slo.py), when asked for
 
     @property
     def asymmetric(self) -> bool | None:
@@ -151,6 +155,8 @@ class PeakRow:
             **{name: self.peak.figure(name) for name in row_figures()},
             "degradation": self.degradation.to_dict(), "score_ms": self.score_ms, "rank": self.rank,
             "profile": [p.to_dict() for p in self.profile],
+            "attainment_pct": self.slo.attainment_pct if self.slo is not None else None,
+            "slo": self.slo.to_dict() if self.slo is not None else None,
         }
 
 

@@ -360,7 +360,7 @@ class Window:
         count = running[:, -1] if running.shape[1] else np.zeros(n)
         plain = ~((self.neg != 0).any(axis=1) | (self.zero != 0))
         ok = plain & (count != 0)
-        values = _values(self.pos_lo, running.shape[1])
+        values = bin_values(self.pos_lo, running.shape[1])
         lo, hi = self.ext[:, 0], self.ext[:, 1]
         clamp = ~(np.isnan(lo) | np.isnan(hi))
         last = running.shape[1] - 1
@@ -394,7 +394,7 @@ def _none(v: float) -> float | None:
     return None if v != v else float(v)
 
 
-def _values(lo: int, width: int) -> F64:
+def bin_values(lo: int, width: int) -> F64:
     """The value DDSketch gives each key lo … lo + width − 1 (the mapping's own, cached)."""
     out = np.empty(width)
     for j in range(width):
@@ -406,4 +406,4 @@ def _values(lo: int, width: int) -> F64:
     return out
 
 
-__all__ = ["Builder", "HourArrays", "Part", "Window", "combine", "decode", "decode_extremes"]
+__all__ = ["Builder", "HourArrays", "Part", "Window", "bin_values", "combine", "decode", "decode_extremes"]

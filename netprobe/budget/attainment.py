@@ -347,6 +347,21 @@ def outcomes(rtts: Rtts, loss: Sequence[float] | F64, servers: Sequence[Server],
     return out
 
 
+def curves(rtts: Rtts, loss: Sequence[float] | F64, servers: Sequence[Server], m: SloModel,
+           points: int = 48) -> list[tuple[F64, F64]]:
+    """Per case, the end-to-end TTFT's CDF at `points` times from 0 to its 99.5th percentile: (ms, F)."""
+    loss = np.asarray(loss, np.float64)
+    out: list[tuple[F64, F64]] = []
+    for part in _chunks(range(len(rtts))):
+        totals = _Batch(Rtts(rtts.values, rtts.weights[part]), loss[part], [servers[i] for i in part],
+                        m).totals()
+        top = totals.quantiles((0.995,))[:, 0]
+        xs = top[:, None] * np.linspace(0.0, 1.0, points)[None, :]
+        fs = totals.cdf(xs)
+        out += [(xs[k], fs[k]) for k in range(len(part))]
+    return out
+
+
 def _scaled(s: Server, c: float) -> Server:
     if isinstance(s, Dist):
         return s.scaled(c)

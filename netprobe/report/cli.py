@@ -14,6 +14,7 @@ from netprobe.errors import UsageError
 
 if TYPE_CHECKING:
     from netprobe.report.peak import PeakReport
+    from netprobe.report.slo import SloRequest
     from netprobe.report.windows import HourWindow
 
 # The store stack is imported inside the command: `netprobe --help` should not pay for it.
@@ -44,6 +45,9 @@ def peak(
     fmt: Annotated[str, typer.Option("--format", metavar="table|json|md|html")] = "table",
     out: Annotated[Path | None, typer.Option("--out", metavar="FILE",
                                              help="write here instead of stdout")] = None,
+    slo_ttft_ms: Annotated[float, typer.Option(
+        "--slo-ttft-ms", metavar="N", help="attainment: the share of requests (new TLS 1.3 connection, "
+        "server as openai-mode streams measured it, else none) with the first token within N ms")] = 1000.0,
 ) -> None:
     """Evening peak vs off-peak per agent × target, in each agent's own time zone (DESIGN §5)."""
     from netprobe.report.windows import HourWindow
@@ -52,19 +56,29 @@ def peak(
         raise UsageError(f"--format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
     if days < 1:
         raise UsageError(f"--days: must be at least 1, got {days}")
+    if not 0 < slo_ttft_ms < float("inf"):
+        raise UsageError(f"--slo-ttft-ms: must be a positive number of ms, got {slo_ttft_ms:g}")
     win, off = HourWindow.parse(window, "--window"), HourWindow.parse(offpeak, "--offpeak")
-    report = asyncio.run(_compute(db, days, win, off, agent, region))
+    report = asyncio.run(_compute(db, days, win, off, agent, region, slo_request(slo_ttft_ms, fmt == "html")))
     _emit(report, fmt, out)
 
 
+def slo_request(ttft_ms: float, drawn: bool) -> SloRequest:
+    """The report's SLO: a new TLS 1.3 connection, one call; `drawn`: per hour and the e2e curve too."""
+    from netprobe.budget.attainment import SloModel
+    from netprobe.report.slo import SloRequest
+
+    return SloRequest(SloModel(ttft_ms), hours=drawn, curve=drawn)
+
+
 async def _compute(db: str | None, days: int, window: HourWindow, offpeak: HourWindow, agent: str | None,
-                   region: str | None) -> PeakReport:
+                   region: str | None, slo: SloRequest | None = None) -> PeakReport:
     from netprobe.report.peak import compute
     from netprobe.store.reads import open_source
 
     store = await open_source(db)     # plain SQL, without SQLAlchemy, on a database at the head revision
     try:
-        return await compute(store, days, window, offpeak, agent=agent, region=region)
+        return await compute(store, days, window, offpeak, agent=agent, region=region, slo=slo)
     finally:
         await store.close()
 

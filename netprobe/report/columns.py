@@ -23,6 +23,10 @@ def pct(v: float | None) -> str:
     return NONE if v is None else f"{v:.2f}"
 
 
+def share(v: float | None) -> str:
+    return NONE if v is None else f"{v:.1f}"
+
+
 def signed(v: float | None, unit: str = "") -> str:
     return NONE if v is None else f"{v:+.1f}{unit}"
 
@@ -68,6 +72,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("peak p99", lambda r: ms(r.peak.rtt_p99_ms)),
     Column("jitter", lambda r: ms(r.peak.jitter_ms)),
     Column("loss%", lambda r: pct(r.peak.loss_pct)),
+    Column("SLO%", lambda r: share(r.slo.attainment_pct if r.slo is not None else None)),
     Column("off p50", lambda r: ms(r.offpeak.rtt_p50_ms), terminal=False),
     Column("off p95", lambda r: ms(r.offpeak.rtt_p95_ms)),
     Column("off loss%", lambda r: pct(r.offpeak.loss_pct)),
@@ -111,7 +116,9 @@ def title(report: PeakReport) -> str:
     scope = "".join(f", {k} {v}" for k, v in (("agent", report.agent), ("region", report.region)) if v)
     return (f"Evening peak {report.window.clock()} vs off-peak {report.offpeak.clock()}, each agent's local "
             f"time, last {report.days} day{'s' * (report.days != 1)}{scope} — times in ms, rank by peak "
-            f"P95 + 100 ms per 1 % loss")
+            f"P95 + 100 ms per 1 % loss" + (f" — SLO%: share of requests with the first token within "
+                                            f"{report.slo.model.ttft_ms:g} ms at the peak (DESIGN §10)"
+                                            if report.slo is not None else ""))
 
 
 def empty_message(report: PeakReport) -> str:

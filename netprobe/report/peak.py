@@ -53,9 +53,11 @@ class PeakReport:
     region: str | None = None
     warnings: list[str] = field(default_factory=list)
     note: str | None = None          # shown above the figures (the demo: time is compressed)
+    slo: SloRequest | None = None    # the SLO each row's attainment is for
 
     def to_dict(self) -> dict[str, Any]:
         return {"generated_at": iso(self.generated_at), "note": self.note, "days": self.days,
+                "slo_ttft_ms": self.slo.model.ttft_ms if self.slo is not None else None,
                 "window": self.window.label,
                 "offpeak_window": self.offpeak.label, "agent": self.agent, "region": self.region,
                 "ranking": RULE, "warnings": list(self.warnings), "rows": [r.to_dict() for r in self.rows]}
@@ -319,7 +321,7 @@ async def compute(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | 
     rows = [replace(r, return_line=back[(r.agent, r.target)].label) if (r.agent, r.target) in back else r
             for r in rows]
     return PeakReport(rows=rank_rows(rows), days=days, window=win, offpeak=off, generated_at=now,
-                      agent=agent, region=region, warnings=warnings)
+                      agent=agent, region=region, warnings=warnings, slo=slo)
 
 
 async def peak_rows(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | str = DEFAULT_WINDOW,

@@ -55,6 +55,12 @@ def html(report: PeakReport) -> str:
         parts += ["<h2>Summary</h2>", f'<div class="scroll">{_table(report)}</div>',
                   "<h2>24-hour profiles</h2>", f'<div class="charts">{profiles}</div>',
                   "<h2>Loss by hour</h2>", svg.loss_heatmap(report.rows, report.window)]
+        if any(r.slo is not None and r.slo.hours for r in report.rows):
+            hours = "".join(svg.attainment_hours(r, report.window) for r in report.rows if r.slo is not None)
+            parts += ["<h2>SLO attainment by hour</h2>", f'<div class="charts">{hours}</div>',
+                      "<h2>End-to-end time to first token at the peak</h2>"]
+            for region in dict.fromkeys(r.region for r in report.rows):
+                parts.append(svg.e2e_curves([r for r in report.rows if r.region == region]))
         if any(r.peak.figure("fwd_loss_pct") is not None for r in report.rows):
             parts += ["<h2>Both directions</h2>", svg.direction_bars(report.rows)]
         parts.append("<h2>Lines</h2>")

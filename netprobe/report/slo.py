@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from netprobe.budget.attainment import F64, Outcome, Rtts, Server, SloModel, attainments, outcomes
+from netprobe.budget.attainment import F64, Outcome, Rtts, Server, SloModel, attainments, curves, outcomes
 from netprobe.stats import LogNormal
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ class SloRequest:
     server: Server = None            # given; None: measured where openai-mode streams ran, else none
     outcome: bool = False            # the peak's end-to-end quantiles and GPU budget (the budget's)
     hours: bool = False              # attainment per local hour of day
+    curve: bool = False              # the peak's end-to-end TTFT distribution (the HTML draws it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,7 @@ class SloFigures:
     hours: tuple[float | None, ...]              # local hours 0–23 (empty unless asked)
     server: ServerSource
     outcome: Outcome | None = None               # the peak's, when asked
+    curve: tuple[tuple[float, float], ...] = ()  # the peak's e2e TTFT CDF: (ms, share), when asked
 
     def to_dict(self) -> dict[str, Any]:
         o = self.outcome
@@ -91,11 +93,18 @@ def series_slo(req: SloRequest, peak: Window, offpeak: Window | None, each_hour:
         have, rtts, loss = _cases(peak, rows)
         pick = dict(zip(rows, servers, strict=True))
         outs = dict(zip(have, outcomes(rtts, loss, [pick[i] for i in have], req.model), strict=True))
+    drawn: dict[int, tuple[tuple[float, float], ...]] = {}
+    if req.curve:
+        have, rtts, loss = _cases(peak, rows)
+        pick = dict(zip(rows, servers, strict=True))
+        got_curves = curves(rtts, loss, [pick[i] for i in have], req.model)
+        drawn = {i: tuple(zip(xs.tolist(), fs.tolist(), strict=True)) for i, (xs, fs) in zip(have, got_curves,
+                                                                                               strict=True)}
     hours: dict[int, list[float | None]] = {}
     if req.hours and each_hour is not None:
         got = _attain(req, each_hour, [i * 24 + h for i in rows for h in range(24)],
                       [s for s in servers for _ in range(24)])
         hours = {i: [got.get(i * 24 + h) for h in range(24)] for i in rows}
     return {i: SloFigures(req.model.ttft_ms, at_peak.get(i), off.get(i), tuple(hours.get(i, ())), source[k],
-                          outs.get(i))
+                          outs.get(i), drawn.get(i, ()))
             for k, i in enumerate(rows)}

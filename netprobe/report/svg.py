@@ -260,3 +260,74 @@ def direction_bars(rows: Sequence[PeakRow], width: int = 900) -> str:
     body.append(_text(label_w, yy + 14, "0", anchor="middle", size=10))
     body.append(_text(label_w + pw, yy + 14, f"{x_top:g} %", anchor="middle", size=10))
     return _svg(width, height, "loss by direction", body)
+
+
+SLO_MET = "#1a9850"       # an hour at or above the attainment goal
+SLO_MISSED = "#e34a33"
+
+
+def attainment_hours(row: PeakRow, window: HourWindow, goal: float = 95.0, width: int = 660,
+                     height: int = 170) -> str:
+    """The share of requests within the SLO by local hour (the evening dip), peak hours shaded; bars
+    green at or above `goal` %, red below; the axis starts at 0 so a dip is seen at its true size."""
+    slo = row.slo
+    left, right, top, bottom = 52.0, 14.0, 30.0, 30.0
+    pw, ph = width - left - right, height - top - bottom
+    slot = pw / 24
+    hours = slo.hours if slo is not None else ()
+    title = f"{row.agent} → {row.target}" + (f" ({row.line})" if row.line else "")
+    target = f"first token ≤ {slo.ttft_ms:g} ms" if slo is not None else "no SLO"
+    body = [_rect(0, 0, width, height, "#ffffff"),
+            _text(left, 18, title, size=13, fill="#222222", weight="bold"),
+            _text(width - right, 18, f"requests within the SLO, % ({target}), by local hour", anchor="end")]
+    body += [_rect(left + h * slot, top, slot, ph, PEAK_SHADE) for h in window.hours]
+    for tick in (0, 50, 100):
+        yv = top + ph - tick / 100 * ph
+        body.append(f'<line x1="{_num(left)}" x2="{_num(left + pw)}" y1="{_num(yv)}" y2="{_num(yv)}" '
+                    f'stroke="{GRID}" stroke-width="1"/>')
+        body.append(_text(left - 6, yv + 4, f"{tick}", anchor="end", size=10))
+    for h, got in enumerate(hours):
+        if got is None:
+            continue
+        bar = got / 100 * ph
+        body.append(_rect(left + h * slot + 2, top + ph - bar, slot - 4, max(bar, 1.0),
+                          SLO_MET if got >= goal else SLO_MISSED, tip=f"{h:02d}:00 {got:.1f} %"))
+    if not any(v is not None for v in hours):
+        body.append(_text(left + pw / 2, top + ph / 2, "no RTT measurements", anchor="middle"))
+    body += [_text(left + (h + 0.5) * slot, top + ph + 14, f"{h:02d}", anchor="middle", size=10)
+             for h in range(0, 24, 3)]
+    return _svg(width, height, f"SLO attainment by hour of {title}", body)
+
+
+def e2e_curves(rows: Sequence[PeakRow], width: int = 900, height: int = 300) -> str:
+    """Per candidate (one region), the end-to-end time to first token at the peak as a cumulative
+    share of requests, with the SLO target marked: where each curve crosses it is its attainment."""
+    shown = [r for r in rows if r.slo is not None and r.slo.curve]
+    left, right, top, bottom = 52.0, 250.0, 30.0, 34.0
+    pw, ph = width - left - right, height - top - bottom
+    ttft = shown[0].slo.ttft_ms if shown and shown[0].slo is not None else 1000.0
+    x_top = nice_max(max([ttft * 1.1] + [r.slo.curve[-1][0] for r in shown if r.slo is not None]))
+    region = next((r.region for r in rows if r.region), None)
+    body = [_rect(0, 0, width, height, "#ffffff"),
+            _text(left, 18, f"End-to-end time to first token at the peak — region {region or '—'}: share of "
+                  "requests within, %", size=13, fill="#222222", weight="bold")]
+    for v in (0, 25, 50, 75, 95, 100):
+        yv = top + ph - v / 100 * ph
+        body.append(f'<line x1="{_num(left)}" x2="{_num(left + pw)}" y1="{_num(yv)}" y2="{_num(yv)}" '
+                    f'stroke="{GRID}" stroke-width="1"/>')
+        body.append(_text(left - 6, yv + 4, f"{v}", anchor="end", size=10))
+    xt = left + ttft / x_top * pw
+    body.append(f'<line x1="{_num(xt)}" x2="{_num(xt)}" y1="{_num(top)}" y2="{_num(top + ph)}" '
+                f'stroke="#222222" stroke-width="1.5" stroke-dasharray="4 3"/>')
+    body.append(_text(xt + 4, top + 12, f"SLO {ttft:g} ms", size=10, fill="#222222"))
+    for k, r in enumerate(shown):
+        assert r.slo is not None
+        colour = line_colour(r.line or "other")
+        pts = " ".join(f"{_num(left + x / x_top * pw)},{_num(top + ph - f * ph)}" for x, f in r.slo.curve)
+        body.append(f'<polyline points="{pts}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        got = r.slo.attainment_pct
+        body.append(_rect(left + pw + 12, top + k * 16, 10, 10, colour))
+        body.append(_text(left + pw + 26, top + k * 16 + 9, f"{r.agent} → {r.target}: "
+                          f"{'—' if got is None else f'{got:.1f}'} %", size=11))
+    body.append(_text(left, height - 4, f"ms from the request to the first token (0–{x_top:g})", size=10))
+    return _svg(width, height, f"end-to-end TTFT, region {region or '—'}", body)

@@ -60,6 +60,8 @@ def budget(
     with --slo-ttft-ms the share of requests that meet it (DESIGN §10)."""
     if ctx.invoked_subcommand is not None:
         return
+    if slo_ttft_ms is not None and not 0 < slo_ttft_ms < float("inf"):
+        raise UsageError(f"--slo-ttft-ms: must be a positive number of ms, got {slo_ttft_ms:g}")
     target = ttft_ms if ttft_ms is not None else slo_ttft_ms
     if target is None:
         raise UsageError("--ttft-ms: required (the time-to-first-token target, ms), or --slo-ttft-ms")
@@ -92,8 +94,6 @@ def _slo(ttft_ms: float | None, tpot_ms: float | None, server: str | None, pct: 
             if value is not None:
                 raise UsageError(f"{name}: needs --slo-ttft-ms")
         return None
-    if not ttft_ms > 0 or ttft_ms == float("inf"):
-        raise UsageError(f"--slo-ttft-ms: must be a positive number of ms, got {ttft_ms:g}")
     if not 0 < pct < 100:
         raise UsageError(f"--attainment: a percentage between 0 and 100 (exclusive), got {pct:g}")
     model = SloModel(ttft_ms, round_trips=round_trips, handshake=handshake, calls=calls, pct=pct)

@@ -25,6 +25,7 @@ from netprobe.probes.tcp import TcpResult, TcpSettings
 
 if TYPE_CHECKING:
     from netprobe.probes.sse import LoadLevel
+    from netprobe.store.prefix import Sums
     from netprobe.store.store import Store
 
 Source = Literal["stored", "live"]
@@ -65,6 +66,7 @@ class NetworkFloor:
     delay_var_p95_ms: float | None = None
     notes: tuple[str, ...] = ()
     error: str | None = None     # why there is no floor
+    rtt_dist: tuple[tuple[float, float], ...] = ()   # (ms, weight): the RTTs behind the floor (attainment)
 
     def describe(self) -> str:
         if self.source == "stored":
@@ -76,6 +78,7 @@ class NetworkFloor:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        del d["rtt_dist"]
         d["notes"] = list(self.notes)
         d["description"] = self.describe()
         return d
@@ -134,7 +137,8 @@ async def live_floor(url: str, live: LiveSettings = LiveSettings()) -> NetworkFl
             return NetworkFloor(source="live", method="icmp", host=host, floor_ms=pinged.rtt_ms.p95,
                                 rtt_p50_ms=pinged.rtt_ms.p50, loss_pct=pinged.loss_pct,
                                 jitter_ms=pinged.jitter_ms, line=line, path_loss_pct=path_loss,
-                                samples=pinged.sent, notes=tuple(notes))
+                                samples=pinged.sent, notes=tuple(notes),
+                                rtt_dist=tuple((v, 1.0) for v in pinged.samples_ms if v is not None))
         if isinstance(pinged, IcmpResult) and pinged.error_kind == "dns":
             return NetworkFloor(source="live", method="none", host=host, floor_ms=None, rtt_p50_ms=None,
                                 loss_pct=None, notes=tuple(notes), error=pinged.error or "DNS lookup failed")
@@ -159,7 +163,8 @@ def _from_tcp(host: str, port: int, r: TcpResult, line: str | None, path_loss: f
                             error=r.error or f"no TCP connect to {host}:{port} succeeded ({failures})")
     return NetworkFloor(source="live", method="tcp", host=host, floor_ms=r.connect_ms.p95,
                         rtt_p50_ms=r.connect_ms.p50, loss_pct=r.loss_pct, jitter_ms=r.jitter_ms, line=line,
-                        path_loss_pct=path_loss, samples=r.sent, notes=tuple(notes))
+                        path_loss_pct=path_loss, samples=r.sent, notes=tuple(notes),
+                        rtt_dist=tuple((v, 1.0) for v in r.samples_ms if v is not None))
 
 
 async def stored_floor(url: str, db: str | None, days: int, window: str) -> tuple[NetworkFloor | None, str]:
@@ -208,7 +213,16 @@ async def stored_floor(url: str, db: str | None, days: int, window: str) -> tupl
                         rtt_p50_ms=p.rtt_p50_ms, loss_pct=p.loss_pct, jitter_ms=p.jitter_ms,
                         line=row.detected_line or row.line, rounds=p.rounds, days=days, window=window,
                         agent=row.agent, target=row.target, delay_var_p50_ms=p.figure("sse_delay_var_p50_ms"),
-                        delay_var_p95_ms=p.figure("sse_delay_var_p95_ms"), notes=notes), ""
+                        delay_var_p95_ms=p.figure("sse_delay_var_p95_ms"), notes=notes,
+                        rtt_dist=_bins(p.merged.sums) if p.merged is not None else ()), ""
+
+
+def _bins(sums: Sums) -> tuple[tuple[float, float], ...]:
+    """A window's merged RTT bins as (ms, count)."""
+    from netprobe.store.hour_arrays import bin_values
+
+    values = bin_values(sums.pos_off, len(sums.pos)).tolist()
+    return tuple((v, w) for v, w in zip(values, sums.pos, strict=True) if w > 0)
 
 
 async def _matching_targets(store: Store, url: str, host: str) -> set[str]:

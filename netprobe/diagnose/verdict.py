@@ -14,7 +14,7 @@ and gpu_budget_ms = ttft − network_ms − margin for queue + prefill + first t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from netprobe.budget.compute import BudgetParams, BudgetRow, Candidate, budget_row, tpot_check
@@ -44,6 +44,7 @@ class Verdict:
     level: int | None = None      # capacity/tpot: the first concurrency that breaks
     budget: BudgetRow | None = None
     levels: tuple[LevelCheck, ...] = ()
+    attainment_pct: float | None = None   # requests within the TTFT (DESIGN §10): RTTs, loss, server
 
     @property
     def within_budget(self) -> bool:
@@ -51,7 +52,26 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         return {"segment": self.segment, "message": self.message, "advice": self.advice,
-                "level": self.level, "within_budget": self.within_budget}
+                "level": self.level, "within_budget": self.within_budget,
+                "attainment_pct": self.attainment_pct}
+
+
+def attainment(net: NetworkFloor, single: SingleRequest, params: BudgetParams) -> float | None:
+    """The share of requests whose first token meets the TTFT: the floor's RTT distribution and loss,
+    the measured request's server share (one request: a fixed time), the budget's round trips."""
+    from netprobe.budget.attainment import Dist, SloModel, attainment_pct
+
+    if not net.rtt_dist:
+        return None
+    rtt = Dist.of([v for v, _ in net.rtt_dist], [w for _, w in net.rtt_dist])
+    server = Dist.of([single.server_ms]) if single.server_ms is not None else None
+    model = SloModel(params.ttft_ms, round_trips=params.round_trips, handshake=not params.keepalive,
+                     calls=params.calls)
+    return attainment_pct(rtt, (net.loss_pct or 0.0) / 100, server, model)
+
+
+def _share(v: float | None, params: BudgetParams) -> str:
+    return "" if v is None else f"; {v:.1f} % of requests within {params.ttft_ms:g} ms (attainment)"
 
 
 def budget_for(net: NetworkFloor, params: BudgetParams) -> BudgetRow | None:
@@ -108,6 +128,16 @@ def _ms(v: float) -> str:
 
 
 def decide(net: NetworkFloor, single: SingleRequest, sweep: Sweep, params: BudgetParams) -> Verdict:
+    """The first rule that matches (module docstring), with the attainment in its message: the worst
+    case adds P95s, attainment says how many requests the segment costs."""
+    v = _decide(net, single, sweep, params)
+    if not single.ok or v.budget is None:
+        return v
+    got = attainment(net, single, params)
+    return replace(v, message=v.message + _share(got, params), attainment_pct=got)
+
+
+def _decide(net: NetworkFloor, single: SingleRequest, sweep: Sweep, params: BudgetParams) -> Verdict:
     if not single.ok:
         what = single.error_kind or single.status
         detail = f": {single.error}" if single.error else ""

@@ -74,7 +74,21 @@ def test_within_budget() -> None:
     assert v.budget.gpu_budget_ms == pytest.approx(1000 - 90 - 2)
     assert "up to 8 concurrent" in v.message and all(not c.over for c in v.levels)
     assert v.to_dict() == {"segment": None, "message": v.message, "advice": "", "level": None,
-                           "within_budget": True}
+                           "within_budget": True, "attainment_pct": None}   # no RTT samples: no attainment
+
+
+def test_the_verdict_gives_the_attainment_from_the_rtt_samples_loss_and_server_share() -> None:
+    # 3 round trips of 30 ms and a 160 ms server share: 250 ms, far within 1 s...
+    samples = tuple((30.0, 1.0) for _ in range(20))
+    v = decide(net(rtt_dist=samples), single(), FLAT, P)
+    assert v.segment is None and v.attainment_pct == pytest.approx(100.0)
+    assert "100.0 % of requests within 1000 ms (attainment)" in v.message
+    # ...but 5 % loss: a lost SYN waits 1 s, so those requests miss — which the P95 arithmetic never sees
+    lossy = replace(net(rtt_dist=samples), loss_pct=5.0)
+    got = decide(lossy, single(), FLAT, P)
+    assert got.segment is None                              # the worst-case arithmetic still fits
+    assert got.attainment_pct == pytest.approx(100 * 0.95, abs=0.05)   # a data-trip loss still fits 1 s
+    assert got.to_dict()["attainment_pct"] == got.attainment_pct
 
 
 def test_network_when_the_route_alone_spends_the_budget() -> None:

@@ -141,7 +141,7 @@ class AlertEngine:
         if not windows:
             self._cursor[rule.name] = cur
             return []
-        values = [await reader.values(rule.metric, start, end) for start, end in windows]
+        values = [await reader.values(rule.metric, start, end, rule.slo_ttft_ms) for start, end in windows]
 
         notes: list[Notification] = []
         async with self._states.locked(rule.name) as stored:

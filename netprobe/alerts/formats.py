@@ -15,8 +15,13 @@ from netprobe.config.alerts import AlertRule, NotifierConfig
 from netprobe.times import iso
 
 AM_PATH = "/api/v2/alerts"
-UNITS = {"loss_pct": " %", "rtt_p95_ms": " ms", "jitter_ms": " ms", "stalls_per_min": "/min",
-         "path_change": "", "line_mismatch": ""}
+def unit(metric: str) -> str:
+    """The unit a metric's value is shown in, by its name (every probe's metrics, whatever they are)."""
+    if metric.endswith("_pct"):
+        return " %"
+    if metric.endswith("_ms"):
+        return " ms"
+    return "/min" if metric.endswith("_per_min") else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +47,7 @@ class Notification:
 
     def summary(self) -> str:
         r = self.rule
-        shown = f"{r.metric} {number(self.value)}{UNITS[r.metric]}"
+        shown = f"{r.metric} {number(self.value)}{unit(r.metric)}"
         if self.state == "firing":
             return f"[FIRING] {r.name}: {shown} {r.op} {number(r.threshold)} on {self.agent} → {self.target}"
         side = "≤" if r.op in (">", ">=") else "≥"
@@ -52,7 +57,7 @@ class Notification:
         r = self.rule
         source = f" ({self.probe} rounds)" if self.probe else ""
         lines = [f"{r.metric} over the {_span(r.window)} window {iso(self.window_start)} – "
-                 f"{iso(self.window_end)} was {number(self.value)}{UNITS[r.metric]}{source}",
+                 f"{iso(self.window_end)} was {number(self.value)}{unit(r.metric)}{source}",
                  f"raise: {r.op} {number(r.threshold)} for {r.for_windows} window(s) in a row; "
                  f"clear: {'≤' if r.op in ('>', '>=') else '≥'} {number(r.clear_at)}"]
         if self.started_at is not None:

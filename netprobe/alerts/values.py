@@ -19,6 +19,9 @@ loss and destination RTT). The lists come from the probes' specs (alert_metrics,
     return_line_mismatch  rmtr           "  (the way back is not the line sold)
     asymmetric      rmtr               1 when the latest forward and return labels differ as of the
                                        window's end, 0 when they agree (pairs rmtr traced in it)
+    attainment_pct  icmp, mtr, tcp     share of requests whose first token meets the rule's
+                                       slo_ttft_ms (DESIGN §10: 3 round trips from the window's RTT
+                                       samples and loss, no server time)
 
 A metric counted from route events counts the events of its providers' directions (forward for mtr,
 return for rmtr), for every pair one of them ran for.
@@ -64,7 +67,8 @@ class WindowReader:
         self._events: dict[tuple[str, tuple[str, ...], datetime, datetime], dict[Key, int]] = {}
         self._ran: dict[tuple[str, datetime, datetime], set[Key]] = {}
 
-    async def values(self, metric: str, start: datetime, end: datetime) -> dict[Key, Value]:
+    async def values(self, metric: str, start: datetime, end: datetime, slo_ttft_ms: float = 1000.0
+                     ) -> dict[Key, Value]:
         events = _providers(events=True)   # metrics counted from route events
         lines = _providers(events=False, lines=True)
         out: dict[Key, Value] = {}
@@ -80,10 +84,12 @@ class WindowReader:
             for key, n in counts.items():
                 out.setdefault(key, Value(float(n), probes[0]))
             return out
+        slo = metric in _slo_metrics()
         for probe in _providers(events=False)[metric]:
             for key, rollup in (await self._rollup(probe, start, end)).items():
                 if key not in out and rollup.rounds:
-                    out[key] = Value(_figure(rollup, metric), probe)
+                    got = _attainment(rollup, slo_ttft_ms) if slo else _figure(rollup, metric)
+                    out[key] = Value(got, probe)
         return out
 
     async def _asymmetric(self, probe: str, start: datetime, end: datetime) -> dict[Key, Value]:
@@ -122,6 +128,22 @@ class WindowReader:
             self._events[cache_key] = await windows.event_counts(self._store, kind, directions, start, end,
                                                                  self._agent)
         return self._events[cache_key]
+
+
+def _slo_metrics() -> set[str]:
+    return {m.name for spec in REGISTRY.values() for m in spec.alert_metrics if m.slo}
+
+
+def _attainment(rollup: Rollup, ttft_ms: float) -> float | None:
+    """The share of requests within `ttft_ms` from the window's RTT samples and loss (none: no RTT)."""
+    from netprobe.budget.attainment import Dist, SloModel, attainment_pct
+    from netprobe.store.sketch import positive_bins
+
+    got = positive_bins(rollup.sketch) if rollup.sketch is not None else None
+    if not got:
+        return None
+    loss = (rollup.sent - rollup.received) / rollup.sent if rollup.sent else 0.0
+    return attainment_pct(Dist.of(*zip(*got, strict=True)), loss, None, SloModel(ttft_ms))
 
 
 def _figure(rollup: Rollup, metric: str) -> float | None:

@@ -70,6 +70,9 @@ class AlertRule(StrictModel):
         min_length=1, description="names of [[notifiers]]")
     severity: str = Field(default="warning", min_length=1, max_length=32,
                           description="severity label passed to notifiers")
+    slo_ttft_ms: float = Field(default=1000.0, gt=0, le=600_000,
+                               description="attainment_pct: the time-to-first-token target, ms (a new "
+                                           "TLS 1.3 connection: 3 round trips)")
 
     @field_validator("window")
     @classmethod

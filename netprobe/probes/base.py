@@ -250,12 +250,15 @@ class ReportRole:
 class AlertMetric:
     """An alert metric a probe provides. For one target the probe of lowest `rank` that has rounds in
     the window is judged. `events`: counted from route events, not read from rounds. `lines`: whether
-    the latest forward and return route labels differ (1) or not (0), for pairs it traced in the window."""
+    the latest forward and return route labels differ (1) or not (0), for pairs it traced in the window.
+    `slo`: the share of requests within the rule's TTFT target (DESIGN §10), from the window's RTT
+    samples and loss."""
 
     name: str
     rank: int = 0
     events: bool = False
     lines: bool = False
+    slo: bool = False
 
 
 @dataclass(frozen=True, slots=True)

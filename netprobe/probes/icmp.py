@@ -107,5 +107,6 @@ SPEC = ProbeSpec(
     name="icmp", settings_model=IcmpSettings, run=run, result_type=IcmpResult, cli="netprobe.probes.icmp_cli",
     agent_wide=(("max_rate", "the send-rate cap is the agent's, for all targets together"),),
     configure=_configure, startup=_startup,
-    alert_metrics=(AlertMetric("loss_pct"), AlertMetric("rtt_p95_ms"), AlertMetric("jitter_ms")),
+    alert_metrics=(AlertMetric("loss_pct"), AlertMetric("rtt_p95_ms"), AlertMetric("jitter_ms"),
+                   AlertMetric("attainment_pct", slo=True)),
     report=ReportRole(rtt_rank=0))

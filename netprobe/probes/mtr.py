@@ -253,5 +253,6 @@ SPEC = ProbeSpec(
     # its destination's figures stand in for icmp's where a target has no icmp
     alert_metrics=(AlertMetric("loss_pct", rank=1), AlertMetric("rtt_p95_ms", rank=1),
                    AlertMetric("jitter_ms", rank=1), AlertMetric("path_change", events=True),
-                   AlertMetric("line_mismatch", events=True)),
+                   AlertMetric("line_mismatch", events=True),
+                   AlertMetric("attainment_pct", rank=1, slo=True)),
     report=ReportRole(rtt_rank=1), route_of=route_seen)

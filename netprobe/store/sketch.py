@@ -289,3 +289,9 @@ def sketch_of(bins: Bins) -> DDSketch:
     sketch._zero_count, sketch._count, sketch._sum = bins.zero, bins.count, bins.sum
     sketch._min, sketch._max = bins.min, bins.max
     return sketch
+
+
+def positive_bins(sketch: DDSketch) -> list[tuple[float, float]]:
+    """The sketch's positive values as (the value DDSketch gives the bin, count), ascending."""
+    store, mapping = sketch._store, sketch._mapping
+    return [(float(mapping.value(store.offset + i)), float(c)) for i, c in enumerate(store.bins) if c]

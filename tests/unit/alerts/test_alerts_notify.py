@@ -365,3 +365,16 @@ async def test_alerts_test_on_a_bad_config_exits_2(tmp_path: Path) -> None:
     path.write_text(AGENT_CFG + '[[notifiers]]\nname = "n"\nkind = "pager"\nurl = "http://127.0.0.1:9"\n')
     code, _, err = await alerts_test(path)
     assert code == 2 and "notifiers[0].kind" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("metric", "shown"), [
+    ("fwd_loss_pct", "fwd_loss_pct 2.5 %"), ("ret_loss_pct", "ret_loss_pct 2.5 %"),
+    ("attainment_pct", "attainment_pct 2.5 %"), ("rtt_p95_ms", "rtt_p95_ms 2.5 ms"),
+    ("stalls_per_min", "stalls_per_min 2.5/min"), ("asymmetric", "asymmetric 2.5 >"),
+    ("return_line_mismatch", "return_line_mismatch 2.5 >"),
+])
+def test_every_metric_formats_with_its_unit(metric: str, shown: str) -> None:
+    """Every probe's metric reads in a message (the units come from the name, not from a list that a
+    new probe's metric would be missing from)."""
+    rule = RULE.model_copy(update={"metric": metric})
+    assert shown in note(rule=rule).summary()

@@ -117,6 +117,21 @@ class ValueScenarios:
         # and owd stands in for a target no icmp or mtr measured
         assert await reader.values("loss_pct", T0, T0 + W) == {("sh-ct-1", "hk-cn2"): Value(15.0, "owd")}
 
+    async def test_attainment_from_the_windows_rtt_samples_and_loss(self, store: Store) -> None:
+        # 100 ms RTTs: 3 round trips take 300 ms, within a 1 s TTFT; 10 % of requests lost
+        await store.write(typed([icmp_envelope(t(0), [100.0] * 9 + [None]),
+                                 tcp_envelope(t(1), [400.0] * 4, "tcp-only")]))
+        reader = WindowReader(store, None)
+        got = await reader.values("attainment_pct", T0, T0 + W, slo_ttft_ms=1000)
+        hk, far = got[("sh-ct-1", "hk-cn2")], got[("sh-ct-1", "tcp-only")]
+        # a lost SYN (the first trip) waits 1 s and misses; a later trip lost once (RTO 200 + 100 ms)
+        # still fits, lost twice (the RTO doubled: 900 ms more) it does not: 0.9 × (1 − 0.1²)²
+        assert hk.probe == "icmp" and hk.value == pytest.approx(100 * 0.9 * 0.99 ** 2, abs=0.01)
+        assert far.probe == "tcp" and far.value == pytest.approx(0.0, abs=1e-6)    # 3 × 400 ms > 1 s
+        # the rule's target decides: at 250 ms nothing fits 3 × 100 ms
+        tight = await WindowReader(store, None).values("attainment_pct", T0, T0 + W, slo_ttft_ms=250)
+        assert tight[("sh-ct-1", "hk-cn2")].value == pytest.approx(0.0, abs=1e-6)
+
     async def test_route_events_count_per_window(self, store: Store) -> None:
         await store.write(typed([mtr_envelope(t(0), CN2), mtr_envelope(t(6), GT), mtr_envelope(t(11), GT),
                                  mtr_envelope(t(12), CN2, target="other")]))

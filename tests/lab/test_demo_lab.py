@@ -49,6 +49,19 @@ def test_demo_runs_end_to_end_and_cleans_up(tmp_path: Path) -> None:
     assert rows["hk-cn2"]["rank"] < rows["hk-bgp"]["rank"] and rows["us-cn2"]["rank"] < rows["us-163"]["rank"]
     assert rows["us-163"]["detected_line"] == "163"
 
+    # the streams, both modes: the emitter's stalls and delay variation on each datacenter's first route,
+    # the OpenAI-style server's first token (150 ms P50 configured) on the others
+    hk = rows["hk-cn2"]
+    assert hk["peak"]["sse_delay_var_p95_ms"] is not None and hk["stalls_per_min"] is not None
+    served = rows["hk-bgp"]["peak"]["sse_server_first_ms"]
+    assert served is not None and 120 < served < 300, served
+    assert all(r["sse_first_event_p95_ms"] is not None for r in rows.values())
+
+    # attainment next to the arithmetic: the share of requests within 1 s, with the servers' known time
+    assert "SLO: first token within 1000 ms" in text and "Worst case, P95s added" in text
+    assert report["rows"] and all(r["attainment_pct"] is not None for r in report["rows"])
+    assert rows["hk-cn2"]["attainment_pct"] > 90 > rows["us-163"]["attainment_pct"]
+
     # the budget: the ordinary US-West line leaves the GPU nothing of 1 s at the peak
     assert "over: network" in text
     budget_line = next(ln for ln in text.splitlines() if "│ us-163" in ln)

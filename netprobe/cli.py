@@ -26,6 +26,7 @@ _COMMANDS: dict[str, tuple[str, str, str | None]] = {
     "budget": ("netprobe.budget.cli", "app", "What a TTFT target leaves the GPU; GPU memory sizing."),
     "demo": ("netprobe.demo.cli", "demo", None),
     "diagnose": ("netprobe.diagnose.cli", "diagnose", None),
+    "compare": ("netprobe.compare.cli", "compare", None),
     "target": ("netprobe.farend.cli", "app", "The datacenter end: SSE emitter and owd reflector."),
 }
 

@@ -63,7 +63,8 @@ def test_all_failed_and_floor() -> None:
     assert EndpointResult("u", (f,)).all_failed
     g = level_figures(LevelRun(Level(concurrency=1), (rec(100, 200, 2), rec(20, 200, 2)), 1.0), Slo(),
                       floor_ms=30.0)
-    assert g.server_ttft_ms is not None and g.server_ttft_ms["p50"] == pytest.approx(35.0)  # (70 + 0)/2: never below 0
+    # (70 + 0)/2: never below 0
+    assert g.server_ttft_ms is not None and g.server_ttft_ms["p50"] == pytest.approx(35.0)
 
 
 @pytest.mark.parametrize(("value", "base", "want"), [

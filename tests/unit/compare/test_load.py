@@ -42,7 +42,8 @@ def test_seeded_and_constant_at_infinite_burstiness() -> None:
     assert rate_offsets(0, 2.0) == []
 
 
-@pytest.mark.parametrize(("text", "kind", "want"), [("1,4,16", int, [1, 4, 16]), ("0.5, 2", float, [0.5, 2.0])])
+@pytest.mark.parametrize(("text", "kind", "want"),
+                         [("1,4,16", int, [1, 4, 16]), ("0.5, 2", float, [0.5, 2.0])])
 def test_levels(text: str, kind: type[int] | type[float], want: list[float]) -> None:
     assert parse_levels(text, "--x", kind) == want
 

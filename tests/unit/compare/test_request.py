@@ -37,7 +37,8 @@ async def _sse(request: web.Request, parts: list[bytes], pause: float = 0.01) ->
 async def good(request: web.Request) -> web.StreamResponse:
     """Reasoning first (DeepSeek's reasoning_content), 3 tokens in 2 chunks, usage says 5."""
     return await _sse(request, [chunk({"role": "assistant", "content": ""}),
-                                chunk({"reasoning_content": "hm"}), chunk({"content": "a b"}), chunk({}), chunk(None, {"completion_tokens": 5}),
+                                chunk({"reasoning_content": "hm"}), chunk({"content": "a b"}), chunk({}),
+                                chunk(None, {"completion_tokens": 5}),
                                 b"data: [DONE]\n\n"])
 
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from netprobe.compare.load import Prompt, rate_offsets
+from netprobe.compare.load import Prompt, cycle, rate_offsets
 from netprobe.compare.request import Endpoint, RequestRecord, send
 from netprobe.sse.client import Limits, new_session
 
@@ -47,7 +47,7 @@ async def run_endpoint(ep: Endpoint, plan: Plan) -> list[LevelRun]:
         out = []
         for level in plan.levels:
             if plan.warmup:
-                warm = plan.prompts[:plan.warmup]
+                warm = cycle(plan.prompts, plan.warmup)     # at a rate level: all at once
                 await _fixed(session, ep, warm, min(level.concurrency or len(warm), len(warm)), plan.limits)
             if level.rate is not None:
                 records = await _rated(session, ep, plan, level.rate)

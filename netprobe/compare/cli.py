@@ -75,7 +75,7 @@ def compare(
                                               help="OpenAI-compatible base URLs (or …/chat/completions); "
                                                    "the first is the baseline")],
     concurrency: Annotated[str | None, Opt("--concurrency", metavar="1,4,16",
-                                           help="levels: that many requests in flight [default: 1]")] = None,
+                                           help="levels: that many requests in flight (default 1)")] = None,
     rate: Annotated[str | None, Opt("--rate", metavar="R[,R…]",
                                     help="levels: requests per second, Poisson arrivals")] = None,
     burstiness: Annotated[float, Opt("--burstiness", help="with --rate: gamma shape of the inter-arrival "

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from netprobe.probes.sse import _OpenAI
+from netprobe.probes.sse import OpenAiChunks
 from netprobe.sse.client import Limits, stream
 from netprobe.sse.parser import SseComment, SseEvent
 
@@ -43,7 +43,7 @@ class RequestRecord:
     from_usage: bool = False
 
 
-class _Chunks(_OpenAI):
+class _Chunks(OpenAiChunks):
     """The sse probe's openai-mode reading (tokens stamped by network read, usage, reasoning_content),
     plus whether the stream ended with [DONE]: one cut short at a chunk boundary looks complete."""
 

@@ -170,7 +170,7 @@ class _Emitter:
         return False
 
 
-class _OpenAI:
+class OpenAiChunks:
     """OpenAI-compatible chunks: role-only, usage-only and finish chunks carry no token."""
 
     def __init__(self) -> None:
@@ -238,7 +238,7 @@ async def read_stream(session: aiohttp.ClientSession, target: ProbeTarget, setti
     started = utc_now()
     t0 = time.monotonic()
     headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity", "Cache-Control": "no-cache"}
-    interp: _Emitter | _OpenAI
+    interp: _Emitter | OpenAiChunks
     comments = 0
 
     def on_comment(_c: SseComment) -> None:
@@ -252,7 +252,7 @@ async def read_stream(session: aiohttp.ClientSession, target: ProbeTarget, setti
         body: Any = {"model": settings.model, "messages": [m.model_dump() for m in settings.messages],
                      "max_tokens": settings.max_tokens, "stream": True,
                      "stream_options": {"include_usage": True}, **settings.extra_body}
-        interp, method = _OpenAI(), "POST"
+        interp, method = OpenAiChunks(), "POST"
     else:
         interp, method, body = _Emitter(), "GET", None
     cap = await stream(session, method, url, headers=headers, body=body, limits=settings.limits(),
@@ -263,7 +263,7 @@ async def read_stream(session: aiohttp.ClientSession, target: ProbeTarget, setti
 
 
 def _result(target: ProbeTarget, settings: SseSettings, started: Any, t0: float, cap: Capture,
-            interp: _Emitter | _OpenAI, comments: int) -> SseResult:
+            interp: _Emitter | OpenAiChunks, comments: int) -> SseResult:
     times = [cap.ms_after_written(t) or 0.0 for t in interp.times_ns]
     gaps = metrics.gaps(times)
     n_stalls, stall_total = metrics.stalls(gaps, settings.stall_ms, settings.stall_k)
@@ -282,7 +282,7 @@ def _result(target: ProbeTarget, settings: SseSettings, started: Any, t0: float,
         r.delay_var_ms = metrics.delay_variation(arrival_ms, interp.server_ms)
     # mean time per event after the first: per output token in openai mode (TPOT), the pace in emitter mode
     r.tpot_ms = metrics.tpot(times[0], times[-1], len(times)) if times else None
-    if isinstance(interp, _OpenAI):
+    if isinstance(interp, OpenAiChunks):
         r.first_reasoning_ms = cap.ms_after_written(interp.first_reasoning_ns)
         r.first_content_ms = cap.ms_after_written(interp.first_content_ns)
         r.tokens = interp.tokens

@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
 
 from netprobe.report import svg
 from netprobe.report.peak import PeakReport, compute
 from netprobe.report.render_html import html
 from netprobe.store import open_store
+from tests.support.browser import screenshot
 from tests.support.report import NOW, dataset, write_all
 
 TARGETS = ("hk-cn2", "hk-bgp", "us-163")       # 2 agents × 3 targets: the page fits one 1400×3000 shot
@@ -65,17 +63,7 @@ def _where(pixels: np.ndarray, colour: str) -> tuple[int, int, int]:
 
 
 def test_screenshot_shows_profiles_heatmap_and_lines(page: Path, tmp_path: Path) -> None:
-    browser = shutil.which("chromium")
-    if browser is None:
-        pytest.skip("chromium is not installed (Debian package chromium; .ci/run installs it)")
-    shot = tmp_path / "shot.png"
-    done = subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-         f"--user-data-dir={tmp_path / 'profile'}", "--force-device-scale-factor=1",
-         f"--screenshot={shot}", "--window-size=1400,3000", page.as_uri()],
-        capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
-    pixels = np.asarray(Image.open(shot).convert("RGB"))
+    pixels = screenshot(page, tmp_path, 1400, 3000)
     assert pixels.shape == (3000, 1400, 3)
 
     # 24-hour profiles: the P5–P95 smoke, the median line, peak and off-peak shading

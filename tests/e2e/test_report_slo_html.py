@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
 from netprobe.budget.attainment import SloModel
 from netprobe.report import svg
@@ -18,6 +15,7 @@ from netprobe.report.peak import PeakReport, compute
 from netprobe.report.render_html import html
 from netprobe.report.slo import SloRequest
 from netprobe.store import open_store
+from tests.support.browser import screenshot
 from tests.support.report import NOW, dataset, write_all
 
 
@@ -48,16 +46,7 @@ def test_attainment_charts_render(tmp_path: Path) -> None:
     assert "SLO attainment by hour" in text and "End-to-end time to first token" in text
     assert re.search(r"https?:|<script", text) is None
 
-    browser = shutil.which("chromium")
-    assert browser is not None, "chromium is not installed (Debian package chromium; .ci/run installs it)"
-    shot = tmp_path / "shot.png"
-    done = subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-         f"--user-data-dir={tmp_path / 'profile'}", "--force-device-scale-factor=1",
-         f"--screenshot={shot}", "--window-size=1200,2600", page.as_uri()],
-        capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
-    pixels = np.asarray(Image.open(shot).convert("RGB"))
+    pixels = screenshot(page, tmp_path, 1200, 2600)
 
     def count(colour: str) -> int:
         rgb = np.array([int(colour[i:i + 2], 16) for i in (1, 3, 5)], dtype=np.uint8)

@@ -73,7 +73,7 @@ def key_id(key: bytes) -> bytes:
 def encode(p: Packet, key: bytes) -> bytes:
     body = _BODY.pack(MAGIC, VERSION, p.kind, 0, p.key_id, p.session, p.seq, 0, p.t1, p.t2, p.t3,
                       p.received, p.reordered, p.duplicates, 0)
-    return body + hmac.new(key, body, hashlib.sha256).digest()[:MAC_SIZE]
+    return body + hmac.digest(key, body, "sha256")[:MAC_SIZE]    # one-shot: OpenSSL's, no HMAC object
 
 
 def peek_key_id(data: bytes) -> bytes:
@@ -89,7 +89,7 @@ def decode(data: bytes, key: bytes) -> Packet:
     """The packet, once its size, magic, version, kind and MAC are right."""
     peek_key_id(data)
     body, mac = data[:_BODY.size], data[_BODY.size:]
-    if not hmac.compare_digest(mac, hmac.new(key, body, hashlib.sha256).digest()[:MAC_SIZE]):
+    if not hmac.compare_digest(mac, hmac.digest(key, body, "sha256")[:MAC_SIZE]):
         raise BadPacket("mac")
     (_, _, kind, _, kid, session, seq, _, t1, t2, t3, received, reordered, duplicates,
      _) = _BODY.unpack(body)

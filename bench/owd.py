@@ -1,6 +1,6 @@
 """owd reflector at scale: one `netprobe target --udp` serving many agents' owd streams.
 
-    python bench/owd.py [--agents 200] [--pps 10] [--seconds 60]
+    python bench/owd.py [--agents 200] [--pps 10] [--seconds 60] [--sse-streams N] [--pythonpath DIR]
 
 Issues one token per agent, starts the reflector on loopback pinned to one core, and runs every
 agent's round (netprobe's own owd client, `--pps` requests a second for `--seconds`) from a process
@@ -9,6 +9,12 @@ the reflector's CPU per packet, the delay it adds to a packet (t3 − t2: from t
 stamp to its send stamp, goal P99 < 0.2 ms), and loss, which on loopback is false loss (goal: none).
 Also the client's RTT quantiles of the same packets, and, as the reference for the hold, a bare
 Python UDP echo's time from the kernel's receive stamp to user space at the same rate.
+
+`--sse-streams N` keeps the target's HTTP side busy meanwhile: N emitter streams (GET /sse, an event
+every 20 ms) read from the agents' core, as when agents' sse probes and owd rounds reach one target.
+`--rt` runs the target and the reference at SCHED_FIFO (as the lab's relay runs), so that other
+work on a shared machine stops delaying their wake-ups. `--pythonpath DIR` runs another checkout's
+`netprobe target` (the "before" figures); the reflector's CPU counts its child processes too.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -29,8 +36,30 @@ CLK = os.sysconf("SC_CLK_TCK")
 
 
 def _cpu_s(pid: int) -> float:
+    """utime + stime of `pid` and of its living children (the reflector's process), recursively."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK      # utime + stime
+    total = (int(fields[11]) + int(fields[12])) / CLK
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            with contextlib.suppress(OSError):
+                total += _cpu_s(int(child))
+    return total
+
+
+async def _sse_streams(port: int, streams: int, seconds: float) -> None:
+    """`streams` emitter streams, an event every 20 ms each, read and dropped until they end."""
+    count = int(seconds * 50) + 100
+
+    async def one(delay: float) -> None:
+        await asyncio.sleep(delay)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(f"GET /sse?count={count}&interval_ms=20&size=64 HTTP/1.1\r\nHost: x\r\n"
+                     "Connection: close\r\n\r\n".encode())
+        while await reader.read(65536):
+            pass
+        writer.close()
+
+    await asyncio.gather(*(one(i * 0.02 / streams) for i in range(streams)))
 
 
 async def _agents(port: int, tokens: list[str], pps: float, seconds: float) -> dict[str, object]:
@@ -100,14 +129,18 @@ async def _reference_client(port: int, agents: int, pps: float, seconds: float) 
             s.sendto(b"x" * 88, ("127.0.0.1", port))
 
 
+def _rt(args: argparse.Namespace) -> list[str]:
+    return ["chrt", "-f", "10"] if args.rt else []
+
+
 def reference(args: argparse.Namespace, server_cpu: int, client_cpu: int) -> dict[str, float]:
     """The floor on this machine: a bare Python UDP echo (blocking recvmsg, kernel stamp, nothing
     else) held as the reflector's hold is measured, at the same rate, pinned the same way."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = subprocess.Popen(["taskset", "-c", str(server_cpu), sys.executable, "-c", _REFERENCE_SERVER,
-                               str(port)], stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(["taskset", "-c", str(server_cpu), *_rt(args), sys.executable, "-c",
+                               _REFERENCE_SERVER, str(port)], stdout=subprocess.PIPE, text=True)
     assert server.stdout is not None
     server.stdout.readline()
     subprocess.run(["taskset", "-c", str(client_cpu), sys.executable, __file__, "--reference-run",
@@ -124,12 +157,24 @@ def main() -> int:
     ap.add_argument("--pps", type=float, default=10.0, help="requests per second per agent")
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--no-keep-awake", action="store_true", help="let idle vCPUs halt")
+    ap.add_argument("--sse-streams", type=int, default=0, metavar="N",
+                    help="keep the target's HTTP side busy with N SSE streams (20 ms events) meanwhile")
+    ap.add_argument("--pythonpath", type=Path, default=None, metavar="DIR",
+                    help="run this checkout's netprobe target (default: this one)")
+    ap.add_argument("--rt", action="store_true",
+                    help="run the target and the reference at SCHED_FIFO 10 (chrt; root): other work on "
+                         "a shared machine no longer delays their wake-ups")
+    ap.add_argument("--sse-run", nargs=3, help=argparse.SUPPRESS)
     ap.add_argument("--agents-run", nargs=4, help=argparse.SUPPRESS)
     ap.add_argument("--reference-run", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.reference_run:
         port, agents, pps, secs = args.reference_run
         asyncio.run(_reference_client(int(port), int(agents), float(pps), float(secs)))
+        return 0
+    if args.sse_run:
+        port, streams, secs = args.sse_run
+        asyncio.run(_sse_streams(int(port), int(streams), float(secs)))
         return 0
     if args.agents_run:
         port, tokens, pps, secs = args.agents_run
@@ -150,20 +195,33 @@ def main() -> int:
         mine.write_text("\n".join(token_file.issue(tokens_path, f"agent-{i}")[0] for i in range(args.agents)))
         if not args.no_keep_awake:
             stack.enter_context(keep_awake(cpus))
-        server = subprocess.Popen(["taskset", "-c", str(server_cpu), sys.executable, "-m", "netprobe.cli",
-                                   "target", "--listen", "127.0.0.1:0", "--udp", f"127.0.0.1:{port}",
-                                   "--tokens", str(tokens_path)], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, text=True)
+        env = dict(os.environ)
+        if args.pythonpath is not None:
+            env["PYTHONPATH"] = str(args.pythonpath.resolve())
+        server = subprocess.Popen(["taskset", "-c", str(server_cpu), *_rt(args), sys.executable, "-m",
+                                   "netprobe.cli", "target", "--listen", "127.0.0.1:0", "--udp",
+                                   f"127.0.0.1:{port}", "--tokens", str(tokens_path)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
         assert server.stderr is not None
+        sse = None
         try:
-            for _ in range(2):            # "… listening" lines: the emitter's, then the reflector's
-                server.stderr.readline()
+            # "… listening" lines: the emitter's, then the reflector's
+            listening = [server.stderr.readline(), server.stderr.readline()]
+            http = re.search(r"url=http://127\.0\.0\.1:(\d+)", "".join(listening))
+            if args.sse_streams and http:
+                sse = subprocess.Popen(["taskset", "-c", str(client_cpu), sys.executable, __file__,
+                                        "--sse-run", http.group(1), str(args.sse_streams),
+                                        str(args.seconds + 5)])
+                time.sleep(1.0)
             cpu0, wall0 = _cpu_s(server.pid), time.monotonic()
             out = subprocess.run(["taskset", "-c", str(client_cpu), sys.executable, __file__, "--agents-run",
                                   str(port), str(mine), str(args.pps), str(args.seconds)],
                                  capture_output=True, text=True, timeout=args.seconds + 120)
             cpu1, wall1 = _cpu_s(server.pid), time.monotonic()
         finally:
+            if sse is not None:
+                sse.kill()
+                sse.wait()
             server.terminate()
             _, err = server.communicate(timeout=30)
         ref = reference(args, server_cpu, client_cpu)
@@ -174,7 +232,8 @@ def main() -> int:
     packets = r["sent"] + args.agents          # and one status query per agent at least
     cpu = cpu1 - cpu0
     print(f"agents={args.agents} pps_each={args.pps:g} seconds={args.seconds:g} "
-          f"server_cpu={server_cpu} client_cpu={client_cpu}")
+          f"server_cpu={server_cpu} client_cpu={client_cpu} sse_streams={args.sse_streams} rt={args.rt} "
+          f"target={(args.pythonpath or Path(__file__).resolve().parent.parent)}")
     print(f"requests {r['sent']:,} ({r['sent'] / (wall1 - wall0):,.0f}/s over the run), "
           f"replies {r['received']:,}, lost {r['sent'] - r['received']:,}, bad replies {r['bad']}")
     wall = wall1 - wall0

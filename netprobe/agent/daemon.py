@@ -135,7 +135,7 @@ class Agent:
         cfg = self.config
         signals = Signals(stack)
         extra_sinks = self._extra_sinks()  # a missing token file fails here, before the store opens
-        # Uplink and alerting (aiohttp client, tenacity, notifiers) are imported only when configured:
+        # Uplink and alerting (tenacity, notifiers with aiohttp) are imported only when configured:
         # a daemon keeps every module it imported in memory for good.
         uplink_token: str | None = None
         if cfg.uplink.url:

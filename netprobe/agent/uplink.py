@@ -4,7 +4,9 @@ Rounds enter the outbox in the transaction that stores them (Store.write); this 
 oldest in batches and deletes only what the collector acknowledged, so a collector outage, an agent
 restart or a SIGKILL mid-upload loses nothing and, with idempotent ingest, stores nothing twice.
 Failures back off exponentially with full jitter (tenacity) up to `retry_max`. It never touches the
-probing path: the scheduler and pipeline do not wait on it.
+probing path: the scheduler and pipeline do not wait on it. Each upload is one POST on a new connection
+(netprobe.net.http1: aiohttp's client would be about 9 MB of the daemon's RSS); with store writes every
+5 s that is at most one connection per 5 s.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-import aiohttp
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -31,6 +32,7 @@ from netprobe import __version__
 from netprobe.config.secrets import read_secret
 from netprobe.config.sections import UplinkConfig
 from netprobe.logs import log_event
+from netprobe.net import http1
 from netprobe.store import Store
 from netprobe.store.outbox import OutboxEntry
 from netprobe.times import utc_now
@@ -38,6 +40,7 @@ from netprobe.times import utc_now
 log = logging.getLogger("netprobe.uplink")
 
 PATH = "/api/v1/results"
+ANSWER_CAP = 64 * 1024      # of the collector's answer read (a proxy's error page can be long)
 PARK = timedelta(hours=1)   # a round the collector rejects is retried this much later (a fixed collector)
 IDLE_CHECK = 60.0           # with nothing new, look at the outbox this often (parked rounds fall due)
 
@@ -77,7 +80,6 @@ class Uplink:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
-        self._session: aiohttp.ClientSession | None = None
         self.stats = UplinkStats()
 
     @property
@@ -86,7 +88,6 @@ class Uplink:
 
     async def start(self) -> None:
         self.stats.depth = await self._store.outbox_depth()
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self._cfg.timeout))
         self._wake.set()  # what an earlier run left behind goes first
         self._task = asyncio.create_task(self._run(), name="uplink")
         log_event(log, "info", "uplink started", url=self._cfg.url, outbox=self.stats.depth)
@@ -133,15 +134,18 @@ class Uplink:
             await self._send(batch)
 
     async def _send(self, batch: list[OutboxEntry]) -> None:
-        assert self._session is not None
         body = gzip.compress(json.dumps([e.payload for e in batch], separators=(",", ":")).encode(), 5)
         try:
-            async with self._session.post(self._url, data=body, headers=self._headers) as resp:
-                status = resp.status
-                text = (await resp.text())[:300]
-        except TimeoutError:
+            async with asyncio.timeout(self._cfg.timeout):  # connect to the answer read, as before
+                resp = await http1.request("POST", self._url, headers=self._headers, body=body)
+                try:
+                    status = resp.status
+                    text = (await resp.read(ANSWER_CAP)).decode("utf-8", "replace")[:300]
+                finally:
+                    resp.close()
+        except TimeoutError:  # before OSError, of which it is one
             raise self._failed("timeout", f"no answer within {self._cfg.timeout:g} s") from None
-        except (aiohttp.ClientError, OSError) as exc:
+        except (http1.HttpError, OSError) as exc:
             raise self._failed("connect", str(exc) or type(exc).__name__) from None
         if status == 200:
             await self._acknowledged(batch, text)
@@ -195,8 +199,5 @@ class Uplink:
                     await self._drain(time.monotonic() + final_timeout)
         except (UploadFailed, TimeoutError) as exc:
             log_event(log, "warning", "final upload incomplete; the outbox keeps the rest", error=str(exc))
-        finally:
-            if self._session is not None:
-                await self._session.close()
         log_event(log, "info", "uplink stopped", outbox=self.stats.depth, sent=self.stats.sent,
                   duplicates=self.stats.duplicates)

@@ -38,10 +38,8 @@ from netprobe.stats import percentile
 from netprobe.times import utc_now
 
 if TYPE_CHECKING:
-    # aiohttp (~0.2 s to import) only when a stream is read: the registry, and with it the store, the
-    # report and the collector, load this module to know the probe, not to run it.
-    import aiohttp
-
+    # the client only when a stream is read: the registry, and with it the store, the report and the
+    # collector, load this module to know the probe, not to run it.
     from netprobe.sse.client import Capture, Limits
 
 
@@ -223,15 +221,12 @@ def api_key(settings: SseSettings) -> str | None:
 
 
 async def run(target: ProbeTarget, settings: SseSettings, ctx: ProbeContext) -> SseResult:
-    from netprobe.sse.client import new_session
-
-    async with new_session() as session:
-        return await read_stream(session, target, settings)
+    return await read_stream(target, settings)
 
 
-async def read_stream(session: aiohttp.ClientSession, target: ProbeTarget, settings: SseSettings,
-                      key: str | None = None) -> SseResult:
-    """One exchange on `session`; every failure of the network or the server is a classified result."""
+async def read_stream(target: ProbeTarget, settings: SseSettings, key: str | None = None) -> SseResult:
+    """One exchange on a fresh connection; every failure of the network or the server is a classified
+    result."""
     from netprobe.sse.client import stream
 
     url = target.url or target.host
@@ -255,7 +250,7 @@ async def read_stream(session: aiohttp.ClientSession, target: ProbeTarget, setti
         interp, method = OpenAiChunks(), "POST"
     else:
         interp, method, body = _Emitter(), "GET", None
-    cap = await stream(session, method, url, headers=headers, body=body, limits=settings.limits(),
+    cap = await stream(method, url, headers=headers, body=body, limits=settings.limits(),
                        on_event=interp.on_event, on_comment=on_comment)
     if interp.problem is not None and cap.error_kind is None:
         cap.error_kind, cap.error, cap.completed = "malformed", interp.problem, False
@@ -335,24 +330,20 @@ class SweepReport:
 
 async def sweep(url: str, settings: SseSettings, levels: Sequence[int]) -> SweepReport:
     """Per level, that many streams at once on fresh connections: TTFT and TPOT p50/p95, errors."""
-    from netprobe.sse.client import new_session
-
     key = api_key(settings) if settings.mode == "openai" else None
     target = ProbeTarget(id=url, host=urlsplit(url).hostname or url, url=url)
     out = []
-    async with new_session() as session:
-        for level in levels:
-            results = await asyncio.gather(*(read_stream(session, target, settings, key)
-                                             for _ in range(level)))
-            ttft = [r.first_event_ms for r in results if r.first_event_ms is not None and r.status == "ok"]
-            tpot = [r.tpot_ms for r in results if r.status == "ok"]
-            errors: dict[str, int] = {}
-            for r in results:
-                if r.status != "ok":
-                    errors[r.error_kind or r.status] = errors.get(r.error_kind or r.status, 0) + 1
-            out.append(LoadLevel(concurrency=level, ttft_ms=_p50_p95(ttft),
-                                 tpot_ms=_p50_p95([v for v in tpot if v is not None]),
-                                 errors=sum(errors.values()), error_kinds=errors))
+    for level in levels:
+        results = await asyncio.gather(*(read_stream(target, settings, key) for _ in range(level)))
+        ttft = [r.first_event_ms for r in results if r.first_event_ms is not None and r.status == "ok"]
+        tpot = [r.tpot_ms for r in results if r.status == "ok"]
+        errors: dict[str, int] = {}
+        for r in results:
+            if r.status != "ok":
+                errors[r.error_kind or r.status] = errors.get(r.error_kind or r.status, 0) + 1
+        out.append(LoadLevel(concurrency=level, ttft_ms=_p50_p95(ttft),
+                             tpot_ms=_p50_p95([v for v in tpot if v is not None]),
+                             errors=sum(errors.values()), error_kinds=errors))
     return SweepReport(url=url, mode=settings.mode, levels=tuple(out))
 
 

@@ -1,11 +1,11 @@
-"""Kernel receive timestamps for the body of an aiohttp response.
+"""Kernel receive timestamps for the body of an HTTP response (netprobe.net.http1).
 
 A timestamp taken in Python when a read returns includes the event loop's queue: with a few hundred
 streams the loop hands over reads in batches and an event waits behind the rest of its batch (P99 of
 several ms in bench/sse_streams). The kernel stamps each TCP segment as it arrives (SO_TIMESTAMPNS,
-handed over by recvmsg). aiohttp reads the socket through asyncio's transport, so this swaps that
+handed over by recvmsg). The client reads the socket through asyncio's transport, so this swaps that
 transport's read callback for one that reads with recvmsg and remembers, for each read, how many body
-bytes aiohttp had parsed after it and the kernel's stamp. A body chunk's stamp is then the stamp of
+bytes the client had parsed after it and the kernel's stamp. A body chunk's stamp is then the stamp of
 the read that delivered its last byte.
 
 This reaches into asyncio's selector transport (CPython's `_read_ready_cb`, `_sock`); where they are not
@@ -33,10 +33,10 @@ class KernelStamps:
 
     @classmethod
     def attach(cls, response: Any, since_ns: int) -> KernelStamps | None:
-        connection = getattr(response, "connection", None)
-        transport = getattr(connection, "transport", None)
+        # the response is the connection's protocol: its transport, and its count of body bytes
+        transport = getattr(response, "transport", None)
         sock = getattr(transport, "_sock", None)
-        reader = getattr(response, "content", None)
+        reader = response
         if (not isinstance(sock, socket.socket) or not hasattr(transport, "_read_ready_cb")
                 or not hasattr(reader, "total_bytes") or sock.type != socket.SOCK_STREAM):
             return None

@@ -34,7 +34,10 @@ NOT_IMPORTED = ("alembic", "mako", "pygments", "rich", "geoip2", "maxminddb", "i
                 # SQLAlchemy's PostgreSQL dialects: the agent here stores in SQLite
                 "sqlalchemy.dialects.postgresql",
                 # NumPy is the reports' (the fold the agent runs writes the arrays without it)
-                "numpy", "netprobe.store.hour_arrays")
+                "numpy", "netprobe.store.hour_arrays",
+                # the uplink and the sse probe speak HTTP through netprobe.net.http1 (aiohttp's client,
+                # yarl, multidict and attrs were about 9 MB)
+                "aiohttp", "yarl", "multidict", "attr")
 
 RUN = """
 import atexit, json, sys
@@ -55,6 +58,10 @@ timezone = "UTC"
 [storage]
 url = "sqlite:///{db}"
 
+[uplink]
+url = "http://127.0.0.1:1"
+token = "not-used"
+
 [probes.tcp]
 every = "1s"
 count = 1
@@ -65,8 +72,13 @@ timeout = "0.2s"
 id = "closed"
 host = "127.0.0.1"
 datacenter = "lo"
-probes = ["tcp"]
+probes = ["tcp", "sse"]
 tcp_port = 1
+sse_url = "http://127.0.0.1:1/sse"
+
+[probes.sse]
+every = "1s"
+timeout = "0.5s"
 """
 
 

@@ -324,7 +324,7 @@ async def test_events_carry_kernel_arrival_times_not_the_loops(target_url: str) 
     """`netprobe target` (another process) sends every 100 ms; the reader's loop is blocked from 70 to
     150 ms after the first event, so the second is read 50 ms late — yet keeps the time it arrived
     (the kernel's stamp), not the time the loop got round to reading it."""
-    from netprobe.sse.client import Limits, new_session, stream
+    from netprobe.sse.client import Limits, stream
 
     seen: list[SseEvent] = []
 
@@ -334,9 +334,8 @@ async def test_events_carry_kernel_arrival_times_not_the_loops(target_url: str) 
             asyncio.get_running_loop().call_later(0.07, time.sleep, 0.08)  # a busy event loop
         return False
 
-    async with new_session() as session:
-        cap = await stream(session, "GET", f"{target_url}/sse?count=3&interval_ms=100", headers={}, body=None,
-                           limits=Limits(), on_event=on_event, on_comment=lambda c: None)
+    cap = await stream("GET", f"{target_url}/sse?count=3&interval_ms=100", headers={}, body=None,
+                       limits=Limits(), on_event=on_event, on_comment=lambda c: None)
     assert cap.completed and len(seen) == 3
     gaps = [(b.t_ns - a.t_ns) / 1e6 for a, b in itertools.pairwise(seen)]
     assert all(95 < g < 105 for g in gaps), gaps

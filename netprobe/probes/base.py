@@ -13,7 +13,6 @@ from netprobe.config.durations import Duration
 from netprobe.probes.results import ProbeResult
 
 if TYPE_CHECKING:
-    import asyncio
 
     from rich.table import Table
 
@@ -22,6 +21,7 @@ if TYPE_CHECKING:
     from netprobe.net.geoip import GeoIP
     from netprobe.net.lines import LineClassifier
     from netprobe.net.resolve import Resolver
+    from netprobe.probes.tcp import SocketCap
 
 
 class ProbeSettings(BaseModel):
@@ -104,7 +104,7 @@ class ProbeContext:
     geoip: GeoIP | None = None
     classifier: LineClassifier | None = None
     icmp_max_rate: float | None = None  # the ICMP engine's per-family send cap; None: its default
-    tcp_slots: asyncio.Semaphore | None = None  # caps sockets open at once (CLI: the fd limit)
+    tcp_slots: SocketCap | None = None  # caps sockets open at once (CLI: the fd limit)
     reflector: ReflectorAuth | None = None      # [reflector] (rmtr, owd); None: not configured
     _icmp: IcmpEngine | None = field(default=None, repr=False)
     _trace: TraceEngine | None = field(default=None, repr=False)

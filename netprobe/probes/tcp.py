@@ -10,11 +10,14 @@ the TIME_WAIT it leaves on our side is cheap.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
+import functools
 import os
 import socket
 import time
-from collections import Counter
+from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -118,71 +121,88 @@ def _settle(fut: asyncio.Future[int], value: int) -> None:
         fut.set_result(value)
 
 
-async def connect_once(family: int, sockaddr: tuple[str, int] | tuple[str, int, int, int],
-                       timeout: float) -> Attempt:
-    """One timed connect; every failure is returned as data. Cancellation closes the socket.
+class SocketCap:
+    """At most `limit` connect sockets open at once, across rounds (the CLI's thousands of targets
+    against the descriptor limit). A connect over the cap waits for a socket to close rather than fail
+    with EMFILE, and is timed from when it starts."""
 
-    Kept to few Python steps and syscalls (an agent runs thousands an hour): the socket is created
-    non-blocking, and the timeout is one timer that settles the same future the writer callback does
-    (-1: no answer in time) rather than an asyncio.timeout scope."""
-    loop = asyncio.get_running_loop()
-    try:
-        sock = socket.socket(family, socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
-    except OSError as exc:
-        return _failure(exc.errno or errno.EAFNOSUPPORT, family, sockaddr)
-    fd = -1
-    timer: asyncio.TimerHandle | None = None
-    try:
-        t0 = time.perf_counter_ns()
-        err = sock.connect_ex(sockaddr)
-        if err == 0:  # completed synchronously (possible on loopback)
-            return Attempt((time.perf_counter_ns() - t0) / 1e6)
-        if err != errno.EINPROGRESS:
-            return _failure(err, family, sockaddr)
-        writable: asyncio.Future[int] = loop.create_future()
-        fd = sock.fileno()
-        # stamped in the callback, not after the await
-        loop.add_writer(fd, lambda: _settle(writable, time.perf_counter_ns()))
-        timer = loop.call_later(timeout, _settle, writable, -1)
-        t1 = await writable
-        if t1 < 0:
-            return Attempt(None, "timeout", f"{_where(family, sockaddr)}: no answer within {timeout:g}s")
-        err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-        if err:
-            return _failure(err, family, sockaddr)
-        return Attempt((t1 - t0) / 1e6)
-    finally:
-        if timer is not None:
-            timer.cancel()
-        if fd >= 0:
-            loop.remove_writer(fd)
-        sock.close()
+    __slots__ = ("_loop", "_waiting", "free")
+
+    def __init__(self, limit: int) -> None:
+        self.free = limit
+        self._waiting: deque[Callable[[], None]] = deque()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def take(self, start: Callable[[], None]) -> bool:
+        """True: a slot is the caller's now. False: `start` runs once one is (it then owns it)."""
+        if self.free > 0:
+            self.free -= 1
+            return True
+        self._loop = asyncio.get_running_loop()
+        self._waiting.append(start)
+        return False
+
+    def release(self) -> None:
+        if self._waiting:
+            assert self._loop is not None
+            self._loop.call_soon(self._waiting.popleft())  # not inline: no recursion through callbacks
+        else:
+            self.free += 1
+
+    def forget(self, start: Callable[[], None]) -> None:
+        with contextlib.suppress(ValueError):
+            self._waiting.remove(start)
 
 
 class _Connects:
     """A round's connects driven by event-loop callbacks, no task per connect: each starts on a timer,
     finishes in its writer callback (stamped there) or its timeout, and the round's future is set
     when the last one has. Per connect that is two loop wake-ups and a few Python steps instead of a
-    task's five or six (sleep, start, connect, wake, finish). The timing is connect_once's."""
+    task's five or six (sleep, start, connect, wake, finish). The socket is created non-blocking (no
+    ioctl). With a SocketCap, a connect whose turn comes while every slot is taken starts when one
+    frees."""
 
-    __slots__ = ("_family", "_left", "_live", "_loop", "_sockaddr", "_starts", "_timeout", "done", "out")
+    __slots__ = ("_cap", "_family", "_left", "_live", "_loop", "_queued", "_sockaddr", "_starts",
+                 "_timeout", "done", "out")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, family: int, sockaddr: SockAddr,
-                 settings: TcpSettings) -> None:
+                 settings: TcpSettings, cap: SocketCap | None = None) -> None:
         self._loop, self._family, self._sockaddr, self._timeout = loop, family, sockaddr, settings.timeout
+        self._cap = cap
+        self._queued: dict[int, Callable[[], None]] = {}   # waiting for a slot of the cap
         self.out: list[Attempt] = [Attempt(None)] * settings.count
         self._left = settings.count
         self._live: dict[int, tuple[socket.socket, asyncio.TimerHandle]] = {}
         self.done: asyncio.Future[None] = loop.create_future()
         start = loop.time()
-        self._starts = [loop.call_at(start + i * settings.interval, self._start, i)
+        self._starts = [loop.call_at(start + i * settings.interval, self._due, i)
                         for i in range(settings.count)]
 
     def _record(self, i: int, attempt: Attempt) -> None:
         self.out[i] = attempt
         self._left -= 1
+        if self._cap is not None:
+            self._cap.release()
         if self._left == 0 and not self.done.done():
             self.done.set_result(None)
+
+    def _due(self, i: int) -> None:
+        if self._cap is None:
+            self._start(i)
+            return
+        start = functools.partial(self._slot_given, i)
+        if self._cap.take(start):
+            self._start(i)
+        else:
+            self._queued[i] = start
+
+    def _slot_given(self, i: int) -> None:
+        self._queued.pop(i, None)
+        if self.done.done():  # the round was cancelled meanwhile: hand the slot on
+            assert self._cap is not None
+            self._cap.release()
+            return
+        self._start(i)
 
     def _start(self, i: int) -> None:
         try:
@@ -201,6 +221,8 @@ class _Connects:
             t1 = time.perf_counter_ns()
         except BaseException as exc:  # a bug or the like: the round fails, it does not hang
             sock.close()
+            if self._cap is not None:
+                self._cap.release()
             if not self.done.done():
                 self.done.set_exception(exc)
             return
@@ -228,39 +250,31 @@ class _Connects:
         for handle in self._starts:
             handle.cancel()  # also drops its bound method: no cycle through self left for the GC
         self._starts = []
+        if self._cap is not None:
+            for start in self._queued.values():
+                self._cap.forget(start)
+        self._queued.clear()
         for sock, timer in self._live.values():
             timer.cancel()
             self._loop.remove_writer(sock.fileno())
             sock.close()
+            if self._cap is not None:
+                self._cap.release()
         self._live.clear()
+        if not self.done.done():  # a slot handed to this round after now is passed on (_slot_given)
+            self.done.cancel()
 
 
 async def _attempts(family: int, sockaddr: SockAddr, settings: TcpSettings,
-                    slots: asyncio.Semaphore | None = None) -> list[Attempt]:
-    """`count` connects started `interval` apart on a fixed schedule; they may overlap. With `slots`,
-    a connect waits for a free one (a socket) and is timed from when it starts, never failed."""
-    loop = asyncio.get_running_loop()
-    if slots is None:
-        connects = _Connects(loop, family, sockaddr, settings)
-        try:
-            await connects.done
-        finally:
-            connects.close()
-        return connects.out
-    out: list[Attempt] = [Attempt(None)] * settings.count
-
-    async def one(i: int) -> None:
-        async with slots:
-            out[i] = await connect_once(family, sockaddr, settings.timeout)
-
-    start = loop.time()
-    async with asyncio.TaskGroup() as tg:
-        for i in range(settings.count):
-            delay = start + i * settings.interval - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tg.create_task(one(i))
-    return out
+                    cap: SocketCap | None = None) -> list[Attempt]:
+    """`count` connects started `interval` apart on a fixed schedule; they may overlap. With `cap`,
+    a connect waits for a free slot (a socket) and is timed from when it starts, never failed."""
+    connects = _Connects(asyncio.get_running_loop(), family, sockaddr, settings, cap)
+    try:
+        await connects.done
+    finally:
+        connects.close()
+    return connects.out
 
 
 def _sockaddr(address: str, port: int, family: int) -> tuple[str, int] | tuple[str, int, int, int]:

@@ -33,7 +33,7 @@ from netprobe.probes.cli_common import (
 )
 from netprobe.probes.render import STAT_COLUMNS, ms, new_table, pct, stat_cells, status_cell
 from netprobe.probes.results import ProbeResult
-from netprobe.probes.tcp import TcpResult, TcpSettings
+from netprobe.probes.tcp import SocketCap, TcpResult, TcpSettings
 
 # descriptors kept free of TCP connects (stdio, the event loop, the resolver's threads)
 _FD_RESERVE = 128
@@ -49,7 +49,7 @@ def tcp_table(results: Sequence[TcpResult]) -> Table:
     return t
 
 
-def tcp_slots() -> asyncio.Semaphore:
+def tcp_slots() -> SocketCap:
     """Connects open at once, at most what the descriptor limit leaves (raised to the hard limit):
     a connect over it waits for a socket to close rather than fail with EMFILE."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -60,7 +60,7 @@ def tcp_slots() -> asyncio.Semaphore:
             soft = want
         except (ValueError, OSError):
             pass
-    return asyncio.Semaphore(max(16, soft - _FD_RESERVE))
+    return SocketCap(max(16, soft - _FD_RESERVE))
 
 
 def command(

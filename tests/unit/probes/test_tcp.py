@@ -21,7 +21,7 @@ import pytest
 
 from netprobe.net.resolve import Resolver
 from netprobe.probes.base import ProbeContext, ProbeTarget
-from netprobe.probes.tcp import TcpSettings, classify_errno, connect_once, run
+from netprobe.probes.tcp import SocketCap, TcpSettings, classify_errno, run
 
 
 @pytest.fixture
@@ -151,9 +151,30 @@ async def test_cancellation_is_prompt_and_closes_sockets(full_backlog: tuple[str
     assert _open_fds() == before
 
 
-async def test_connect_once_times_out(full_backlog: tuple[str, int]) -> None:
-    a = await connect_once(socket.AF_INET, full_backlog, 0.2)
-    assert a.connect_ms is None and a.kind == "timeout"
+async def test_a_connect_without_answer_times_out(full_backlog: tuple[str, int]) -> None:
+    host, port = full_backlog
+    r = await run(ProbeTarget(id="t", host=host, port=port), settings(count=1, timeout=0.2), ctx())
+    assert r.samples_ms == [None] and r.failures == {"timeout": 1}
+
+
+async def test_a_socket_cap_queues_connects_and_cancel_frees_its_slots(
+        full_backlog: tuple[str, int]) -> None:
+    """Two slots for three rounds of two connects to a silent port: only two sockets are ever open;
+    a round cancelled while it holds or waits for slots hands them on, and every round ends."""
+    host, port = full_backlog
+    cap = SocketCap(2)
+    c = ProbeContext(resolver=Resolver(), tcp_slots=cap)
+    target = ProbeTarget(id="t", host=host, port=port)
+    before = _open_fds()
+    tasks = [asyncio.create_task(run(target, settings(count=2, interval=0.01, timeout=0.3), c))
+             for _ in range(3)]
+    await asyncio.sleep(0.1)
+    assert _open_fds() - before == 2 and cap.free == 0
+    tasks[0].cancel()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert isinstance(results[0], asyncio.CancelledError)
+    assert all(r.failures == {"timeout": 2} for r in results[1:])  # type: ignore[union-attr]
+    assert cap.free == 2 and _open_fds() == before
 
 
 @pytest.mark.parametrize(("err", "kind"), [

@@ -74,8 +74,12 @@ async def stream(method: str, url: str, *, headers: Mapping[str, str], body: Any
     except SseTooLarge as exc:
         cap.error_kind, cap.error = "too_large", str(exc)
     except http1.HttpError as exc:
-        # a stream that had started and then broke is truncated, whatever broke it
-        kind = "truncated" if cap.status is not None and exc.kind != "malformed" else exc.kind
+        # a stream that had started and then broke is truncated, whatever broke it; a connection
+        # closed before any answer is a connect failure, as aiohttp's ServerDisconnectedError was
+        if cap.status is not None:
+            kind = "malformed" if exc.kind == "malformed" else "truncated"
+        else:
+            kind = "connect" if exc.kind == "truncated" else exc.kind
         cap.error_kind, cap.error = kind, str(exc)
     except TimeoutError:  # before OSError, of which it is one
         cap.error_kind, cap.error = "timeout", f"the stream did not end within {limits.total_s:g}s"

@@ -375,3 +375,21 @@ def test_kernel_stamps_fall_back_when_the_transport_is_not_asyncios() -> None:
     from netprobe.sse.kstamps import KernelStamps
 
     assert KernelStamps.attach(object(), 0) is None
+
+
+async def test_closed_before_any_answer_is_a_connect_error_and_garbage_is_malformed() -> None:
+    async def close_at_once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+
+    async def not_http(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"SSH-2.0-OpenSSH_9.2\r\n\r\n")
+        writer.close()
+
+    for script, kind in ((close_at_once, "connect"), (not_http, "malformed")):
+        server = await asyncio.start_server(script, "127.0.0.1", 0)
+        async with server:
+            port = server.sockets[0].getsockname()[1]
+            r = await probe(f"http://127.0.0.1:{port}/sse")
+        assert (r.status, r.error_kind) == ("down", kind), r.error

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+import orjson
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -134,7 +135,8 @@ class Uplink:
             await self._send(batch)
 
     async def _send(self, batch: list[OutboxEntry]) -> None:
-        body = gzip.compress(json.dumps([e.payload for e in batch], separators=(",", ":")).encode(), 5)
+        # orjson: a tenth of json.dumps's CPU for a batch (the collector reads it with orjson too)
+        body = gzip.compress(orjson.dumps([e.payload for e in batch]), 5)
         try:
             async with asyncio.timeout(self._cfg.timeout):  # connect to the answer read, as before
                 resp = await http1.request("POST", self._url, headers=self._headers, body=body)

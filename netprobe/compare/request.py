@@ -8,8 +8,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from netprobe.compare.session import stream
 from netprobe.probes.sse import OpenAiChunks
-from netprobe.sse.client import Limits, stream
+from netprobe.sse.client import Limits
 from netprobe.sse.parser import SseComment, SseEvent
 
 if TYPE_CHECKING:

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 from netprobe.compare.load import Prompt, cycle, rate_offsets
 from netprobe.compare.request import Endpoint, RequestRecord, send
-from netprobe.sse.client import Limits, new_session
+from netprobe.compare.session import new_session
+from netprobe.sse.client import Limits
 
 if TYPE_CHECKING:
     import aiohttp
@@ -43,7 +44,7 @@ class LevelRun:
 async def run_endpoint(ep: Endpoint, plan: Plan) -> list[LevelRun]:
     # keep-alive, as vllm bench serve's client: after the first request on a connection, a
     # request costs the route one round trip, not three or four (TCP + TLS)
-    async with new_session(reuse=True) as session:
+    async with new_session() as session:
         out = []
         for level in plan.levels:
             if plan.warmup:

@@ -11,7 +11,8 @@ from aiohttp import web
 
 from netprobe.compare.load import synthetic
 from netprobe.compare.request import Endpoint, RequestRecord, send
-from netprobe.sse.client import Limits, new_session
+from netprobe.compare.session import new_session
+from netprobe.sse.client import Limits
 
 SEEN: list[dict[str, object]] = []
 
@@ -88,7 +89,7 @@ async def base() -> AsyncIterator[str]:
 async def one(url: str, limits: Limits = Limits(total_s=5), **kw: object) -> RequestRecord:
     ep = Endpoint(url=url, post_url=f"{url}/v1/chat/completions", model="m",
                   headers={"Authorization": "Bearer sekrit"}, extra_body=dict(kw))
-    async with new_session(reuse=True) as session:
+    async with new_session() as session:
         return await send(session, ep, synthetic(1, 4, 9)[0], limits)
 
 

@@ -1,0 +1,110 @@
+"""The compare command's HTTP: an aiohttp session that keeps connections alive, as `vllm bench serve`'s
+client does (the agent's own client, netprobe.net.http1, opens a connection per request on purpose:
+what a new user's browser does). The stream is read with the sse probe's parser and classified the same
+way; Capture and Limits are the sse client's."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+
+from netprobe.sse.client import Capture, CommentSink, EventSink, Limits
+from netprobe.sse.parser import SseComment, SseParser, SseTooLarge
+
+
+def new_session(*, limit: int = 0) -> aiohttp.ClientSession:
+    """Connections kept alive and reused across requests; no decompression (it would buffer events)."""
+    connector = aiohttp.TCPConnector(limit=limit, enable_cleanup_closed=True)
+    return aiohttp.ClientSession(connector=connector, auto_decompress=False,
+                                 timeout=aiohttp.ClientTimeout(total=None))
+
+
+async def stream(session: aiohttp.ClientSession, method: str, url: str, *, headers: Mapping[str, str],
+                 body: Any, limits: Limits, on_event: EventSink, on_comment: CommentSink) -> Capture:
+    """Send the request and read the event stream to its end, a cap, or an error (in Capture)."""
+    cap = Capture(start_ns=time.time_ns())
+    parser = SseParser(max_event_bytes=limits.max_event_bytes)
+    try:
+        async with asyncio.timeout(limits.total_s):
+            await _exchange(session, method, url, headers, body, limits, cap, parser, on_event, on_comment)
+    except SseTooLarge as exc:
+        cap.error_kind, cap.error = "too_large", str(exc)
+    except aiohttp.ClientError as exc:  # before TimeoutError: aiohttp's connect timeout is both
+        cap.error_kind, cap.error = _classify(exc, cap)
+    except TimeoutError:
+        cap.error_kind, cap.error = "timeout", f"the stream did not end within {limits.total_s:g}s"
+    cap.end_ns = cap.end_ns or time.time_ns()
+    return cap
+
+
+async def _exchange(session: aiohttp.ClientSession, method: str, url: str, headers: Mapping[str, str],
+                    body: Any, limits: Limits, cap: Capture, parser: SseParser, on_event: EventSink,
+                    on_comment: CommentSink) -> None:
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=limits.connect_s, connect=limits.connect_s)
+    cap.written_ns = time.time_ns()
+    async with session.request(method, url, headers=headers, json=body, timeout=timeout,
+                               allow_redirects=False) as resp:
+        cap.headers_ns = time.time_ns()
+        cap.status = resp.status
+        cap.content_type = resp.headers.get("Content-Type")
+        cap.content_encoding = resp.headers.get("Content-Encoding")
+        if resp.status >= 300:
+            cap.error_kind = f"http_{resp.status}"
+            cap.error = f"HTTP {resp.status} {resp.reason or ''}".strip()
+            return
+        mime = (cap.content_type or "").split(";", 1)[0].strip().lower()
+        if mime != "text/event-stream":
+            cap.error_kind = "malformed"
+            cap.error = f"expected Content-Type text/event-stream, got {cap.content_type or 'none'}"
+            return
+        loop = asyncio.get_running_loop()
+        idle = asyncio.timeout(limits.idle_s)
+        try:
+            async with idle:
+                while chunk := await resp.content.readany():
+                    now = time.time_ns()
+                    idle.reschedule(loop.time() + limits.idle_s)
+                    cap.bytes += len(chunk)
+                    if cap.bytes > limits.max_total_bytes:
+                        raise SseTooLarge(f"the stream passed {limits.max_total_bytes} bytes")
+                    for item in parser.feed(chunk, now):
+                        if isinstance(item, SseComment):
+                            on_comment(item)
+                        elif on_event(item):
+                            cap.completed, cap.end_ns = True, now
+                            return
+        except TimeoutError:
+            if not idle.expired():
+                raise
+            cap.error_kind, cap.error = "stalled", f"no data for {limits.idle_s:g}s"
+            cap.end_ns = time.time_ns()
+            return
+        cap.end_ns = time.time_ns()
+        if parser.close():
+            cap.error_kind, cap.error = "truncated", "the stream ended inside an event"
+        else:
+            cap.completed = True
+
+
+def _classify(exc: aiohttp.ClientError, cap: Capture) -> tuple[str, str]:
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError):
+        return "tls", text
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        os_error = getattr(exc, "os_error", None)
+        if isinstance(os_error, socket.gaierror) or "Name or service not known" in text:
+            return "dns", text
+        if isinstance(os_error, ssl.SSLError):
+            return "tls", text
+        return "connect", text
+    if isinstance(exc, aiohttp.ServerTimeoutError):
+        return "timeout", text
+    if cap.status is not None:  # the response had started: the peer cut it short
+        return "truncated", text
+    return "connect", text

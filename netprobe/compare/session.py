@@ -14,8 +14,8 @@ from typing import Any
 
 import aiohttp
 
-from netprobe.sse.client import Capture, CommentSink, EventSink, Limits
-from netprobe.sse.parser import SseComment, SseParser, SseTooLarge
+from netprobe.sse.client import Capture, CommentSink, EventSink, Limits, head_ok, read_events
+from netprobe.sse.parser import SseParser, SseTooLarge
 
 
 def new_session(*, limit: int = 0) -> aiohttp.ClientSession:
@@ -51,45 +51,8 @@ async def _exchange(session: aiohttp.ClientSession, method: str, url: str, heade
     async with session.request(method, url, headers=headers, json=body, timeout=timeout,
                                allow_redirects=False) as resp:
         cap.headers_ns = time.time_ns()
-        cap.status = resp.status
-        cap.content_type = resp.headers.get("Content-Type")
-        cap.content_encoding = resp.headers.get("Content-Encoding")
-        if resp.status >= 300:
-            cap.error_kind = f"http_{resp.status}"
-            cap.error = f"HTTP {resp.status} {resp.reason or ''}".strip()
-            return
-        mime = (cap.content_type or "").split(";", 1)[0].strip().lower()
-        if mime != "text/event-stream":
-            cap.error_kind = "malformed"
-            cap.error = f"expected Content-Type text/event-stream, got {cap.content_type or 'none'}"
-            return
-        loop = asyncio.get_running_loop()
-        idle = asyncio.timeout(limits.idle_s)
-        try:
-            async with idle:
-                while chunk := await resp.content.readany():
-                    now = time.time_ns()
-                    idle.reschedule(loop.time() + limits.idle_s)
-                    cap.bytes += len(chunk)
-                    if cap.bytes > limits.max_total_bytes:
-                        raise SseTooLarge(f"the stream passed {limits.max_total_bytes} bytes")
-                    for item in parser.feed(chunk, now):
-                        if isinstance(item, SseComment):
-                            on_comment(item)
-                        elif on_event(item):
-                            cap.completed, cap.end_ns = True, now
-                            return
-        except TimeoutError:
-            if not idle.expired():
-                raise
-            cap.error_kind, cap.error = "stalled", f"no data for {limits.idle_s:g}s"
-            cap.end_ns = time.time_ns()
-            return
-        cap.end_ns = time.time_ns()
-        if parser.close():
-            cap.error_kind, cap.error = "truncated", "the stream ended inside an event"
-        else:
-            cap.completed = True
+        if head_ok(cap, resp.status, resp.reason, {k.lower(): v for k, v in resp.headers.items()}):
+            await read_events(resp.content.readany, limits, cap, parser, on_event, on_comment)
 
 
 def _classify(exc: aiohttp.ClientError, cap: Capture) -> tuple[str, str]:

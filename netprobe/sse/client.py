@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,30 +110,47 @@ async def _exchange(method: str, url: str, headers: Mapping[str, str], body: Any
 async def _read(resp: http1.Response, limits: Limits, cap: Capture, timing: http1.Timing, parser: SseParser,
                 on_event: EventSink, on_comment: CommentSink) -> None:
     cap.headers_ns = timing.head_ns or time.time_ns()
-    cap.status = resp.status
-    cap.content_type = resp.headers.get("content-type")
-    cap.content_encoding = resp.headers.get("content-encoding")
-    if resp.status >= 300:
-        cap.error_kind = f"http_{resp.status}"
-        cap.error = f"HTTP {resp.status} {resp.reason or ''}".strip()
+    if not head_ok(cap, resp.status, resp.reason, resp.headers):
         return
+    stamps = KernelStamps.attach(resp, cap.headers_ns)
+    await read_events(resp.read_chunk, limits, cap, parser, on_event, on_comment,
+                      stamps.stamp_for if stamps is not None else None)
+
+
+def head_ok(cap: Capture, status: int, reason: str | None, headers: Mapping[str, str]) -> bool:
+    """Record the response head; False (with the error in `cap`) unless it starts an event stream."""
+    cap.status = status
+    cap.content_type = headers.get("content-type")
+    cap.content_encoding = headers.get("content-encoding")
+    if status >= 300:
+        cap.error_kind = f"http_{status}"
+        cap.error = f"HTTP {status} {reason or ''}".strip()
+        return False
     mime = (cap.content_type or "").split(";", 1)[0].strip().lower()
     if mime != "text/event-stream":
         cap.error_kind = "malformed"
         cap.error = f"expected Content-Type text/event-stream, got {cap.content_type or 'none'}"
-        return
+        return False
+    return True
+
+
+async def read_events(read_chunk: Callable[[], Awaitable[bytes]], limits: Limits, cap: Capture,
+                      parser: SseParser, on_event: EventSink, on_comment: CommentSink,
+                      stamp_for: Callable[[int], int | None] | None = None) -> None:
+    """Read chunks (b"" at the end) into events until the stream ends, a sink says it is complete, a
+    cap, or no byte for limits.idle_s (`stalled`). `stamp_for(bytes so far)`: the kernel's arrival
+    time of that byte, when known."""
     loop = asyncio.get_running_loop()
-    stamps = KernelStamps.attach(resp, cap.headers_ns)
     idle = asyncio.timeout(limits.idle_s)
     try:
         async with idle:
-            while chunk := await resp.read_chunk():
+            while chunk := await read_chunk():
                 now = time.time_ns()
                 idle.reschedule(loop.time() + limits.idle_s)
                 cap.bytes += len(chunk)
                 if cap.bytes > limits.max_total_bytes:
                     raise SseTooLarge(f"the stream passed {limits.max_total_bytes} bytes")
-                arrived = (stamps.stamp_for(cap.bytes) if stamps is not None else None) or now
+                arrived = (stamp_for(cap.bytes) if stamp_for is not None else None) or now
                 for item in parser.feed(chunk, arrived):
                     if isinstance(item, SseComment):
                         on_comment(item)

@@ -4,18 +4,9 @@ follows, so `netprobe budget --ttft-ms …` keeps its words."""
 
 from __future__ import annotations
 
-import asyncio
-import json
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
-
-from netprobe.errors import UsageError
-
-if TYPE_CHECKING:
-
-    from netprobe.report.rows import PeakRow
-
 
 app = typer.Typer(add_completion=False)
 
@@ -45,34 +36,6 @@ def budget(
     """What a TTFT target leaves the GPU on each candidate route at the evening peak (DESIGN §5)."""
     if ctx.invoked_subcommand is not None:
         return
-    if ttft_ms is None:
-        raise UsageError("--ttft-ms: required (the time-to-first-token target, ms)")
-    from netprobe.budget.compute import budget_params, budget_rows, candidate
-    from netprobe.budget.table import print_budget
+    from netprobe.budget.run import budget as run_budget  # also netprobe.cli's way without typer
 
-    params = budget_params(ttft_ms, tpot_ms, tls, keepalive, calls)
-    peak = asyncio.run(_peak(db, days, window, region))
-    rows = budget_rows([c for c in map(candidate, peak) if c is not None], params)
-    if json_out:
-        print(json.dumps({"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "tls": tls, "keepalive": keepalive,
-                          "calls": calls, "window": window, "days": days,
-                          "rows": [r.to_dict() for r in rows]}))
-        return
-    print_budget(rows, params)
-
-
-async def _peak(db: str | None, days: int, window: str, region: str | None) -> list[PeakRow]:
-    from netprobe.report.peak import peak_rows
-    from netprobe.report.windows import HourWindow
-    from netprobe.store.reads import open_source
-
-    win = HourWindow.parse(window, "--window")
-    if days < 1:
-        raise UsageError(f"--days: must be at least 1, got {days}")
-    store = await open_source(db)     # plain SQL, without SQLAlchemy, on a database at the head revision
-    try:
-        return await peak_rows(store, days, win, region=region, peak_only=True)
-    finally:
-        await store.close()
-
-
+    run_budget(ttft_ms, db, tpot_ms, tls, keepalive, calls, days, window, region, json_out)

@@ -155,9 +155,9 @@ async def local_days(conn: Conn, agent_id: str, zone: ZoneInfo, first: date, now
             missing = True            # a fold or a late write in between: read the hours instead
             continue
         b = builders[key[1]]
-        b.add_part(key[0], arrays.decode(lrow["sums"]), 1.0)
+        b.add_payload(key[0], lrow["sums"], 1.0)
         if brow is not None:
-            b.add_part(key[0], arrays.decode(brow["sums"]), -1.0)
+            b.add_payload(key[0], brow["sums"], -1.0)
         level = f"l{p['k']}"
         b.add_extremes(key[0], arrays.decode_extremes(lrow[level]))
         b.add_extremes(key[0], arrays.decode_extremes(rrow[level]))

@@ -44,26 +44,29 @@ def _day_of(fu: datetime, zone: ZoneInfo) -> date:
 
 
 def _marks(n_probes: int, targets: bool) -> str:
-    """Per series of one agent: its newest row by `now`, its newest by `start`, its first. Index
-    descents per series (the agent's targets found by skipping along the primary key), so the cost
-    follows the series, not the days they have stored."""
+    """Per series of one agent with a row by `now`: that newest row, its newest by `start`, and only
+    where there is none by `start`, its first. Index descents per series (the agent's targets found by
+    skipping along the primary key), so the cost follows the series, not the days they have stored.
+    (A series without a row by `now` is read from its hours; the first row matters only to a series
+    that starts within the days.)"""
     kinds = " UNION ALL ".join(f"SELECT %(p{i})s AS probe" for i in range(n_probes))
-    one = ("(SELECT {f}(r.folded_until) FROM rollups_prefix r WHERE r.agent_id = %(a)s AND r.target_id = t.id"
-           " AND r.probe = k.probe{cond})")
+    one = ("(SELECT {f}(r.folded_until) FROM rollups_prefix r WHERE r.agent_id = %(a)s"
+           " AND r.target_id = {t}.target_id AND r.probe = {t}.probe{cond})")
     return f"""
         WITH RECURSIVE t(id) AS (
             SELECT (SELECT min(target_id) FROM rollups_prefix WHERE agent_id = %(a)s)
             UNION ALL
             SELECT (SELECT min(target_id) FROM rollups_prefix WHERE agent_id = %(a)s AND target_id > t.id)
             FROM t WHERE t.id IS NOT NULL)
-        SELECT * FROM (
-            SELECT t.id AS target_id, k.probe AS probe,
-                   {one.format(f="max", cond=" AND r.folded_until <= %(now)s")} AS last,
-                   {one.format(f="max", cond=" AND r.folded_until <= %(start)s")} AS before,
-                   {one.format(f="min", cond="")} AS first
-            FROM t, ({kinds}) k
-            WHERE t.id IS NOT NULL{" AND t.id IN %(targets)s" if targets else ""}) m
-        WHERE m.first IS NOT NULL"""
+        SELECT m.target_id, m.probe, m.last, m.before,
+               CASE WHEN m.before IS NULL THEN {one.format(f="min", t="m", cond="")} END AS first
+        FROM (
+            SELECT s.target_id, s.probe,
+                   {one.format(f="max", t="s", cond=" AND r.folded_until <= %(now)s")} AS last,
+                   {one.format(f="max", t="s", cond=" AND r.folded_until <= %(start)s")} AS before
+            FROM (SELECT t.id AS target_id, k.probe AS probe FROM t, ({kinds}) k
+                  WHERE t.id IS NOT NULL{" AND t.id IN %(targets)s" if targets else ""}) s) m
+        WHERE m.last IS NOT NULL"""
 
 
 async def local_days(conn: Conn, agent_id: str, zone: ZoneInfo, first: date, now: datetime,
@@ -88,11 +91,11 @@ async def local_days(conn: Conn, agent_id: str, zone: ZoneInfo, first: date, now
     for target_id, probe, last, before, first_fu in await conn.fetch(_marks(len(probes), targets is not None),
                                                                      params):
         key = (target_id, probe)
-        firsts[key] = utc(first_fu)
-        if last is not None:
-            lasts[key] = utc(last)
+        lasts[key] = utc(last)
         if before is not None:
             befores[key] = utc(before)
+        else:
+            firsts[key] = utc(first_fu)
 
     # Which rows to read, per series: L (sums + extremes at its day), B (sums before the first day),
     # R (extremes of the 2^k days starting at the first day).

@@ -24,9 +24,10 @@ from netprobe.times import iso, utc_now
 from .ranking import RULE, rank_rows
 from .rows import (
     Degradation,
-    HourProfile,
     MergedHours,
     PeakRow,
+    Profile,
+    ProfileColumns,
     WindowFigures,
     WorstHour,
     figure_probes,
@@ -133,12 +134,13 @@ def _merge(arrays: HourArrays | None, hours: Sequence[int], names: Sequence[str]
     return _Merged(w, _figures(w, names))
 
 
-def _window_of(rtt: _Merged | None, i: int | None, others: Mapping[str, tuple[_Merged | None, int | None]]
-               ) -> WindowFigures:
-    """`others`: per figure probe, its merged window and this target's series in it."""
+def _window_of(rtt: _Merged | None, i: int | None, others: Mapping[str, tuple[_Merged | None, int | None]],
+               figures: Mapping[str, tuple[tuple[str, str], ...]]) -> WindowFigures:
+    """`others`: per figure probe, its merged window and this target's series in it; `figures`:
+    figure_probes()."""
     w = rtt.figures[i] if rtt is not None and i is not None and rtt.window.hours[i] else None
     extra: dict[str, float | None] = {}
-    for probe, pairs in figure_probes().items():
+    for probe, pairs in figures.items():
         m, j = others.get(probe, (None, None))
         got = m.figures[j] if m is not None and j is not None and m.window.hours[j] else None
         for name, figure in pairs:
@@ -172,17 +174,14 @@ def _degradation(peak: WindowFigures, off: WindowFigures) -> Degradation:
                        loss_delta_pct=_delta(peak.loss_pct, off.loss_pct))
 
 
-def _profiles(arrays: HourArrays) -> list[tuple[HourProfile, ...]]:
-    """Per series, its 24 local hours of day, each merged over the days (all series and hours at once)."""
+def _profiles(arrays: HourArrays) -> ProfileColumns:
+    """Every series' 24 local hours of day, each merged over the days (all series and hours at once);
+    the HourProfile objects are made only when a row's profile is read (rows.Profile)."""
     w = arrays.each_hour()
     q = w.quantiles(_PROFILE_QS)
     p5, p50, p95 = (_or_none(q[:, j].tolist()) for j in range(3))
-    sent, received, rounds = _ints(w, "sent"), _ints(w, "received"), _ints(w, "rounds")
-    present = w.hours.tolist()
-    flat = [HourProfile(k % 24, p5[k], p50[k], p95[k], loss_pct(sent[k], received[k]) if sent[k] else None,
-                        rounds[k]) if present[k] else HourProfile(k % 24, None, None, None, None, 0)
-            for k in range(len(present))]
-    return [tuple(flat[i * 24:(i + 1) * 24]) for i in range(len(arrays.targets))]
+    return ProfileColumns(p5, p50, p95, _ints(w, "sent"), _ints(w, "received"), _ints(w, "rounds"),
+                          w.hours.tolist())
 
 
 def _agent_rows(agent: fleet.AgentInfo, zone: ZoneInfo, targets: Mapping[str, fleet.TargetInfo],
@@ -190,7 +189,8 @@ def _agent_rows(agent: fleet.AgentInfo, zone: ZoneInfo, targets: Mapping[str, fl
                 slo: SloRequest | None = None) -> list[PeakRow]:
     """The rows of one agent: each probe's windows merged for all its series at once."""
     rtt_order = [p for p in rtt_probes() if p in by_probe]
-    figured = {p: [name for _, name in pairs] for p, pairs in figure_probes().items()}
+    figures = figure_probes()          # once per agent: the registry is walked for each call
+    figured = {p: [name for _, name in pairs] for p, pairs in figures.items()}
     index = {p: {t: i for i, t in enumerate(a.targets)} for p, a in by_probe.items()}
     windows = (window,) if offpeak is None else (window, offpeak)
     merged: dict[tuple[str, int], _Merged | None] = {}
@@ -204,17 +204,18 @@ def _agent_rows(agent: fleet.AgentInfo, zone: ZoneInfo, targets: Mapping[str, fl
         rtt_probe = next((p for p in rtt_order if target in index[p]), None)
         i = index[rtt_probe][target] if rtt_probe else None
         found = [_window_of(merged[(rtt_probe, w_i)] if rtt_probe else None, i,
-                            {p: (merged.get((p, w_i)), index.get(p, {}).get(target))
-                             for p in figure_probes()})
+                            {p: (merged.get((p, w_i)), index.get(p, {}).get(target)) for p in figures},
+                            figures)
                  for w_i in range(len(windows))]
-        peak, off = found[0], found[1] if offpeak is not None else _window_of(None, None, {})
+        peak, off = found[0], found[1] if offpeak is not None else _window_of(None, None, {}, figures)
         info = targets.get(target)
         rows.append(PeakRow(
             agent=agent.id, region=agent.region, timezone=str(zone.key), target=target,
             datacenter=info.datacenter if info else None, line=info.line if info else None,
             detected_line=None, rtt_probe=rtt_probe, peak=peak, offpeak=off,
             worst_hour=_worst_hour(peak.merged, zone), degradation=_degradation(peak, off),
-            profile=profiles[rtt_probe][i] if rtt_probe and i is not None and offpeak is not None else ()))
+            profile=Profile(profiles[rtt_probe], i) if rtt_probe and i is not None and offpeak is not None
+            else ()))
     if slo is not None:
         rows = _with_slo(rows, slo, by_probe, merged, index, offpeak is not None)
     return rows

@@ -4,12 +4,13 @@ peak.py, ranked by ranking.py, printed by the renderers."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from netprobe.probes import REGISTRY
+from netprobe.stats import loss_pct
 from netprobe.store.prefix import Extremes, Sums
 from netprobe.store.rollups import Rollup
 
@@ -115,6 +116,90 @@ class HourProfile:
 
 
 @dataclass(frozen=True, slots=True)
+class ProfileColumns:
+    """The 24-hour profiles of one agent's series, series-major (index i·24 + h), as plain columns."""
+
+    p5: list[float | None]
+    p50: list[float | None]
+    p95: list[float | None]
+    sent: list[int]
+    received: list[int]
+    rounds: list[int]
+    present: list[int]          # hour rows merged (0: no data in that hour of day)
+
+    def hour(self, k: int) -> HourProfile:
+        if not self.present[k]:
+            return HourProfile(k % 24, None, None, None, None, 0)
+        sent = self.sent[k]
+        return HourProfile(k % 24, self.p5[k], self.p50[k], self.p95[k],
+                           loss_pct(sent, self.received[k]) if sent else None, self.rounds[k])
+
+
+class Profile(Sequence[HourProfile]):
+    """One row's 24-hour profile over its agent's ProfileColumns: HourProfile objects are made only
+    when read (a fleet's report has 24,000 of them; only JSON and HTML read them, and JSON takes
+    its dicts straight from the columns). Equal to the tuple of its hours."""
+
+    __slots__ = ("_cols", "_i", "_made")
+
+    def __init__(self, cols: ProfileColumns, i: int) -> None:
+        self._cols = cols
+        self._i = i
+        self._made: tuple[HourProfile, ...] | None = None
+
+    def _hours(self) -> tuple[HourProfile, ...]:
+        if self._made is None:
+            base = self._i * 24
+            self._made = tuple(self._cols.hour(base + h) for h in range(24))
+        return self._made
+
+    @overload
+    def __getitem__(self, index: int) -> HourProfile: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[HourProfile]: ...
+
+    def __getitem__(self, index: int | slice) -> HourProfile | Sequence[HourProfile]:
+        return self._hours()[index]
+
+    def __iter__(self) -> Iterator[HourProfile]:
+        return iter(self._hours())
+
+    def __len__(self) -> int:
+        return 24
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Profile | tuple | list):
+            return self._hours() == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._hours())
+
+    def __repr__(self) -> str:
+        return f"Profile({self._hours()!r})"
+
+    def dicts(self) -> list[dict[str, Any]]:
+        """[p.to_dict() for p in self], from the columns."""
+        c, base = self._cols, self._i * 24
+        out: list[dict[str, Any]] = []
+        for k in range(base, base + 24):
+            if not c.present[k]:
+                out.append({"hour": k - base, "rtt_p5_ms": None, "rtt_p50_ms": None, "rtt_p95_ms": None,
+                            "loss_pct": None, "rounds": 0})
+                continue
+            sent = c.sent[k]
+            out.append({"hour": k - base, "rtt_p5_ms": c.p5[k], "rtt_p50_ms": c.p50[k],
+                        "rtt_p95_ms": c.p95[k], "loss_pct": loss_pct(sent, c.received[k]) if sent else None,
+                        "rounds": c.rounds[k]})
+        return out
+
+
+def profile_dicts(profile: Sequence[HourProfile]) -> list[dict[str, Any]]:
+    return profile.dicts() if isinstance(profile, Profile) else [p.to_dict() for p in profile]
+
+
+@dataclass(frozen=True, slots=True)
 class PeakRow:
     agent: str
     region: str | None
@@ -128,7 +213,7 @@ class PeakRow:
     offpeak: WindowFigures
     worst_hour: WorstHour | None      # the peak-window hour with the most loss
     degradation: Degradation
-    profile: tuple[HourProfile, ...] = field(repr=False)
+    profile: Sequence[HourProfile] = field(repr=False)      # a tuple, or a Profile (made when read)
     score_ms: float | None = None     # ranking score (ranking.py); lower is better
     rank: int | None = None           # 1 = best within the region; None when there is no peak RTT
     return_line: str | None = None    # latest return route label (rmtr: the way back); None without rmtr
@@ -154,7 +239,7 @@ class PeakRow:
             "worst_hour": self.worst_hour.to_dict() if self.worst_hour is not None else None,
             **{name: self.peak.figure(name) for name in row_figures()},
             "degradation": self.degradation.to_dict(), "score_ms": self.score_ms, "rank": self.rank,
-            "profile": [p.to_dict() for p in self.profile],
+            "profile": profile_dicts(self.profile),
             "attainment_pct": self.slo.attainment_pct if self.slo is not None else None,
             "slo": self.slo.to_dict() if self.slo is not None else None,
         }

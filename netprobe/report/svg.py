@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 from html import escape
 
 from .line_comparison import LineFigures
@@ -42,7 +43,10 @@ _SPARE = ("#4d9221", "#c51b7d", "#2166ac", "#b35806", "#542788")
 def loss_colour(loss: float | None) -> str:
     if loss is None:
         return NO_DATA
-    return next(colour for bound, colour, _ in LOSS_BINS if loss <= bound)
+    for bound, colour, _ in LOSS_BINS:
+        if loss <= bound:
+            return colour
+    return LOSS_BINS[-1][1]         # NaN
 
 
 def line_colour(line: str) -> str:
@@ -100,14 +104,66 @@ def _runs(profile: Sequence[HourProfile]) -> list[list[HourProfile]]:
     return runs
 
 
+# A fleet's HTML report draws 1,000 profiles and a heatmap of 24,000 cells: what does not depend on the
+# row (the shaded windows, the grid for a given axis top, the hour axis and legend, each hour's x) is
+# made once per chart size, the same text it would be if made for each chart.
+_PROFILE_BOX = (52.0, 14.0, 30.0, 34.0)      # left, right, top, bottom
+
+
+@lru_cache(maxsize=16)
+def _profile_xs(width: int) -> tuple[str, ...]:
+    left, right = _PROFILE_BOX[0], _PROFILE_BOX[1]
+    slot = (width - left - right) / 24
+    return tuple(_num(left + (h + 0.5) * slot) for h in range(24))
+
+
+@lru_cache(maxsize=16)
+def _profile_shades(window: HourWindow, offpeak: HourWindow, width: int, height: int) -> str:
+    left, right, top, bottom = _PROFILE_BOX
+    pw, ph = width - left - right, height - top - bottom
+    slot = pw / 24
+    return "".join(_rect(left + h * slot, top, slot, ph, shade)
+                   for w, shade in ((window, PEAK_SHADE), (offpeak, OFFPEAK_SHADE)) for h in w.hours)
+
+
+@lru_cache(maxsize=256)
+def _profile_grid(y_top: float, width: int, height: int) -> str:
+    left, right, top, bottom = _PROFILE_BOX
+    pw, ph = width - left - right, height - top - bottom
+    body = []
+    for i in range(5):
+        v = y_top * i / 4
+        yv = top + ph - v / y_top * ph
+        body.append(f'<line x1="{_num(left)}" x2="{_num(left + pw)}" y1="{_num(yv)}" y2="{_num(yv)}" '
+                    f'stroke="{GRID}" stroke-width="1"/>')
+        body.append(_text(left - 6, yv + 4, f"{v:g}", anchor="end", size=10))
+    return "".join(body)
+
+
+@lru_cache(maxsize=16)
+def _profile_axis(width: int, height: int) -> str:
+    left, right, top, bottom = _PROFILE_BOX
+    pw, ph = width - left - right, height - top - bottom
+    slot = pw / 24
+    body = [f'<line x1="{_num(left)}" x2="{_num(left + pw)}" y1="{_num(top + ph)}" y2="{_num(top + ph)}" '
+            f'stroke="{AXIS}" stroke-width="1"/>']
+    body += [_text(left + (h + 0.5) * slot, top + ph + 14, f"{h:02d}", anchor="middle", size=10)
+             for h in range(0, 24, 3)]
+    body.append(_text(left, height - 4, "local hour · band P5–P95 · line median · orange peak window · "
+                      "green off-peak", size=10))
+    return "".join(body)
+
+
 def profile_chart(row: PeakRow, window: HourWindow, offpeak: HourWindow, width: int = 660,
                   height: int = 250) -> str:
     """Median RTT by local hour with the P5–P95 band, peak and off-peak hours shaded."""
-    left, right, top, bottom = 52.0, 14.0, 30.0, 34.0
+    left, right, top, bottom = _PROFILE_BOX
     pw, ph = width - left - right, height - top - bottom
     slot = pw / 24
-    highs = [p.rtt_p95_ms for p in row.profile if p.rtt_p95_ms is not None]
+    profile = row.profile
+    highs = [p.rtt_p95_ms for p in profile if p.rtt_p95_ms is not None]
     y_top = nice_max(max(highs) * 1.05) if highs else 1.0
+    xs = _profile_xs(width)
 
     def x(h: float) -> float:
         return left + (h + 0.5) * slot
@@ -122,36 +178,26 @@ def profile_chart(row: PeakRow, window: HourWindow, offpeak: HourWindow, width: 
     body = [_rect(0, 0, width, height, "#ffffff"), _text(left, 18, title, size=13, fill="#222222",
                                                             weight="bold"),
             _text(width - right, 18, f"RTT ms by local hour ({row.timezone}), {row.rtt_probe or 'no RTT'}",
-                  anchor="end")]
-    for w, shade in ((window, PEAK_SHADE), (offpeak, OFFPEAK_SHADE)):
-        body += [_rect(left + h * slot, top, slot, ph, shade) for h in w.hours]
-    for i in range(5):
-        v = y_top * i / 4
-        body.append(f'<line x1="{_num(left)}" x2="{_num(left + pw)}" y1="{_num(y(v))}" y2="{_num(y(v))}" '
-                    f'stroke="{GRID}" stroke-width="1"/>')
-        body.append(_text(left - 6, y(v) + 4, f"{v:g}", anchor="end", size=10))
-    for run in _runs(row.profile):
+                  anchor="end"),
+            _profile_shades(window, offpeak, width, height), _profile_grid(y_top, width, height)]
+    for run in _runs(profile):
         if len(run) == 1:      # one hour alone: a short bar and a dot
             p = run[0]
             assert p.rtt_p5_ms is not None and p.rtt_p95_ms is not None and p.rtt_p50_ms is not None
             body.append(_rect(x(p.hour) - slot / 4, y(p.rtt_p95_ms), slot / 2,
                               y(p.rtt_p5_ms) - y(p.rtt_p95_ms), BAND))
-            body.append(f'<circle cx="{_num(x(p.hour))}" cy="{_num(y(p.rtt_p50_ms))}" r="3" '
+            body.append(f'<circle cx="{xs[p.hour]}" cy="{_num(y(p.rtt_p50_ms))}" r="3" '
                         f'fill="{MEDIAN}"/>')
             continue
-        upper = [f"{_num(x(p.hour))},{_num(y(p.rtt_p95_ms or 0.0))}" for p in run]
-        lower = [f"{_num(x(p.hour))},{_num(y(p.rtt_p5_ms or 0.0))}" for p in reversed(run)]
+        upper = [f"{xs[p.hour]},{_num(y(p.rtt_p95_ms or 0.0))}" for p in run]
+        lower = [f"{xs[p.hour]},{_num(y(p.rtt_p5_ms or 0.0))}" for p in reversed(run)]
         body.append(f'<polygon points="{" ".join(upper + lower)}" fill="{BAND}" stroke="none"/>')
-        mid = " ".join(f"{_num(x(p.hour))},{_num(y(p.rtt_p50_ms or 0.0))}" for p in run)
+        mid = " ".join(f"{xs[p.hour]},{_num(y(p.rtt_p50_ms or 0.0))}" for p in run)
         body.append(f'<polyline points="{mid}" fill="none" stroke="{MEDIAN}" stroke-width="2.5" '
                     f'stroke-linejoin="round"/>')
     if not highs:
         body.append(_text(left + pw / 2, top + ph / 2, "no RTT measurements", anchor="middle"))
-    body.append(f'<line x1="{_num(left)}" x2="{_num(left + pw)}" y1="{_num(top + ph)}" y2="{_num(top + ph)}" '
-                f'stroke="{AXIS}" stroke-width="1"/>')
-    body += [_text(x(h), top + ph + 14, f"{h:02d}", anchor="middle", size=10) for h in range(0, 24, 3)]
-    body.append(_text(left, height - 4, "local hour · band P5–P95 · line median · orange peak window · "
-                      "green off-peak", size=10))
+    body.append(_profile_axis(width, height))
     return _svg(width, height, f"24-hour RTT profile of {title}", body)
 
 
@@ -167,15 +213,19 @@ def loss_heatmap(rows: Sequence[PeakRow], window: HourWindow, cell: int = 24) ->
         if window.contains(h):
             body.append(_rect(label_w + h * cell, top - 8, cell, 4, PEAK_SHADE))
         body.append(_text(label_w + (h + 0.5) * cell, top - 12, f"{h:02d}", anchor="middle", size=9))
+    # each cell as _rect(label_w + hour·cell + 1, yy + 1, cell − 2, row_h − 2, colour, tip) makes it
+    xs = [_num(label_w + h * cell + 1) for h in range(24)]
+    size = f'width="{_num(max(cell - 2, 0.0))}" height="{_num(max(row_h - 2, 0.0))}"'
     for i, row in enumerate(rows):
         yy = top + i * row_h
-        body.append(_text(label_w - 8, yy + row_h * 0.7, f"{row.agent} → {row.target}", anchor="end",
-                          size=11))
+        label = f"{row.agent} → {row.target}"
+        body.append(_text(label_w - 8, yy + row_h * 0.7, label, anchor="end", size=11))
+        at = f'" y="{_num(yy + 1)}" {size} fill="'
+        who = _t(label)             # the rest of a tip is digits and plain words: nothing to escape
         for p in row.profile:
-            tip = (f"{row.agent} → {row.target} {p.hour:02d}:00: "
-                   + ("no data" if p.loss_pct is None else f"{p.loss_pct:.3f} % loss, {p.rounds} rounds"))
-            body.append(_rect(label_w + p.hour * cell + 1, yy + 1, cell - 2, row_h - 2,
-                              loss_colour(p.loss_pct), tip))
+            what = "no data" if p.loss_pct is None else f"{p.loss_pct:.3f} % loss, {p.rounds} rounds"
+            body.append(f'<rect x="{xs[p.hour]}{at}{loss_colour(p.loss_pct)}"><title>{who} '
+                        f"{p.hour:02d}:00: {what}</title></rect>")
     ly = top + row_h * len(rows) + 18
     lx = label_w
     body.append(_text(lx - 8, ly + 11, "loss %", anchor="end", size=10))

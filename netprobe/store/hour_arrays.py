@@ -113,11 +113,17 @@ class Builder:
 
     def __init__(self) -> None:
         self.parts: dict[float, list[tuple[str, Part]]] = {1.0: [], -1.0: []}
+        self.payloads: dict[float, list[tuple[str, bytes]]] = {1.0: [], -1.0: []}
         self.levels: list[tuple[str, F64]] = []
         self.rows: list[tuple[str, int, Mapping[str, Any], _Bins | None]] = []
 
     def add_part(self, target: str, part: Part, sign: float) -> None:
         self.parts[1.0 if sign > 0 else -1.0].append((target, part))
+
+    def add_payload(self, target: str, data: bytes, sign: float) -> None:
+        """A stored prefix row's sums as read: decoded in build() with every other payload of its
+        layout at once (decode() per row was a fifth of a fleet report)."""
+        self.payloads[1.0 if sign > 0 else -1.0].append((target, data))
 
     def add_extremes(self, target: str, level: F64) -> None:
         self.levels.append((target, level))
@@ -127,19 +133,26 @@ class Builder:
         self.rows.append((target, hour_of_day, row, _bins(row["sketch"]) if row["sketch"] else None))
 
     def build(self, only: Sequence[int] | None = None) -> HourArrays:
-        """`only`: the hours of day wanted (a series without hours in them is left out)."""
+        """`only`: the hours of day wanted (a series without hours in them is left out; the other
+        hours' bins are left out too, so only windows within `only` may be taken)."""
         targets = sorted({t for ps in self.parts.values() for t, _ in ps} | {t for t, *_ in self.rows}
-                         | {t for t, _ in self.levels})
+                         | {t for ps in self.payloads.values() for t, _ in ps} | {t for t, _ in self.levels})
         at = {t: i for i, t in enumerate(targets)}
         n = len(targets)
-        pos_lo, pos_hi, neg_lo, neg_hi = _ranges([p for ps in self.parts.values() for _, p in ps],
-                                                 [b for *_, b in self.rows if b is not None])
+        hours = None if only is None else sorted(set(only))
+        batches = {sign: _decode_many([d for _, d in ps]) for sign, ps in self.payloads.items()}
+        spans = [np.stack([p.spans for _, p in ps]).astype(np.int64) for ps in self.parts.values() if ps]
+        spans += [b.spans if hours is None else b.spans[:, hours] for bs in batches.values() for _, b in bs]
+        pos_lo, pos_hi, neg_lo, neg_hi = _ranges(spans, [b for *_, b in self.rows if b is not None])
         a = HourArrays(targets, np.zeros((n, 24), np.int64), np.zeros((n, 24, NC)), np.zeros((n, 24)),
                        pos_lo, np.zeros((n, 24, pos_hi - pos_lo)), neg_lo, np.zeros((n, 24, neg_hi - neg_lo)),
-                       {}, np.full((n, 24, 4), np.nan))
+                       {}, np.full((n, 24, 4), np.nan), None if hours is None else frozenset(hours))
         for sign, parts in self.parts.items():
             if parts:
                 _add_parts(a, [at[t] for t, _ in parts], [p for _, p in parts], sign)
+            for members, batch in batches[sign]:
+                series = np.asarray([at[self.payloads[sign][k][0]] for k in members], np.intp)
+                _add_batch(a, series, batch, sign, hours)
         for slot in a.extras.values():      # an extra no round had is none (Sums.add drops it)
             slot[slot[..., 1] == 0, 0] = 0.0
         a.ext = _levels(a.ext, at, self.levels)
@@ -192,17 +205,94 @@ def _add_parts(a: HourArrays, series: list[int], parts: list[Part], sign: float)
         _scatter(into, base, spans[:, :, col + 1].reshape(-1), vals, op)
 
 
-def _scatter(into: F64, base: npt.NDArray[np.int64], lens: npt.NDArray[np.int64], vals: Sequence[Any],
-             op: Any = np.add) -> None:
+@dataclass(slots=True)
+class _Batch:
+    """Payloads of one layout (the same header and extras' names), decoded together: [P, 24, …]."""
+
+    hours: npt.NDArray[np.int64]
+    c: F64
+    zero: F64
+    extras: dict[str, F64]              # name -> [P, 24, 2]
+    spans: npt.NDArray[np.int64]        # [P, 24, 4]
+    bins: F64                           # every payload's bins back to back (its pos bins, then its neg)
+    starts: npt.NDArray[np.int64]       # [P]: where each payload's bins start in `bins`
+
+
+def _decode_many(datas: Sequence[bytes]) -> list[tuple[list[int], _Batch]]:
+    """decode() of many payloads in a few NumPy steps per layout instead of a dozen per payload: the
+    fixed part of each (hours, counters, zero, extras, spans) read as one structured array, the bins
+    of all of them as one array. (Indexes into `datas`, the batch) per layout."""
+    groups: dict[bytes, list[int]] = {}
+    for k, data in enumerate(datas):
+        magic, _, nc, _, nlen = SUMS_HEAD.unpack_from(data)
+        if magic != SUMS_MAGIC or nc != NC:
+            raise ValueError("not a prefix sums payload of this version")
+        groups.setdefault(data[:SUMS_HEAD.size + nlen], []).append(k)
+    out: list[tuple[list[int], _Batch]] = []
+    for head, members in groups.items():
+        _, flags, _, ne, _ = SUMS_HEAD.unpack_from(head)
+        names = _names(head[SUMS_HEAD.size:]) if len(head) > SUMS_HEAD.size else ()
+        fixed = np.dtype([("hours", "<i8", (24,)), ("c", "<f8", (24, NC)), ("zero", "<f8", (24,)),
+                          ("ex", "<f8", (24, ne, 2)), ("spans", "<i4", (24, 4))])
+        at = len(head)
+        end = at + fixed.itemsize
+        rec = np.frombuffer(b"".join([datas[k][at:end] for k in members]), fixed)
+        spans = rec["spans"].astype(np.int64)
+        dtype = np.dtype("<i4" if flags & _INT_BINS else "<f8")
+        raw = b"".join([datas[k][end:] for k in members])
+        counts = spans[:, :, 1].sum(axis=1) + spans[:, :, 3].sum(axis=1)
+        if len(raw) != int(counts.sum()) * dtype.itemsize:
+            raise ValueError("prefix sums payload of the wrong length")
+        ex = rec["ex"]
+        extras = {n: ex[:, :, i, :].astype(np.float64) for i, n in enumerate(names)}
+        bins = np.frombuffer(raw, dtype).astype(np.float64)
+        out.append((members, _Batch(rec["hours"].astype(np.int64), rec["c"].astype(np.float64),
+                                    rec["zero"].astype(np.float64), extras, spans, bins,
+                                    np.cumsum(counts) - counts)))
+    return out
+
+
+def _add_batch(a: HourArrays, idx: npt.NDArray[np.intp], b: _Batch, sign: float, hours: Sequence[int] | None
+               ) -> None:
+    """A batch into its series (each series once), as _add_parts adds the same payloads one by one;
+    the bins of the hours of day `hours` only (None: all)."""
+    op = np.add if sign > 0 else np.subtract
+    a.hours[idx] = op(a.hours[idx], b.hours)
+    a.c[idx] = op(a.c[idx], b.c)
+    a.zero[idx] = op(a.zero[idx], b.zero)
+    for name in sorted(b.extras):
+        slot = a.extras.get(name)
+        if slot is None:
+            slot = a.extras[name] = np.zeros((len(a.targets), 24, 2))
+        slot[idx] = op(slot[idx], b.extras[name])
+    n_pos, n_neg = b.spans[:, :, 1], b.spans[:, :, 3]
+    first_pos = b.starts[:, None] + np.cumsum(n_pos, axis=1) - n_pos                   # [P, 24]
+    first_neg = (b.starts + n_pos.sum(axis=1))[:, None] + np.cumsum(n_neg, axis=1) - n_neg
+    hs = np.arange(24) if hours is None else np.asarray(hours, np.intp)
+    for col, into, lo, first in ((0, a.pos, a.pos_lo, first_pos), (2, a.neg, a.neg_lo, first_neg)):
+        width = into.shape[2]
+        dest = (idx[:, None] * 24 + hs[None, :]) * width + b.spans[:, hs, col] - lo
+        _scatter(into, dest.reshape(-1), b.spans[:, hs, col + 1].reshape(-1), b.bins, op,
+                 first[:, hs].reshape(-1))
+
+
+def _scatter(into: F64, base: npt.NDArray[np.int64], lens: npt.NDArray[np.int64], vals: Sequence[Any] | F64,
+             op: Any = np.add, src: npt.NDArray[np.int64] | None = None) -> None:
     """Runs of bins into the flat array: run k (lens[k] values of vals[k]) starts at flat index
-    base[k]; all runs in one indexed step."""
+    base[k]; all runs in one indexed step. With `src`, vals is one array and run k is
+    vals[src[k]:src[k] + lens[k]]."""
     total = int(lens.sum())
     if not total:
         return
     starts = np.cumsum(lens) - lens
-    flat_idx = np.repeat(base - starts, lens) + np.arange(total)
+    step = np.arange(total)
+    flat_idx = np.repeat(base - starts, lens) + step
     flat = into.reshape(-1)
-    flat[flat_idx] = op(flat[flat_idx], np.concatenate([np.asarray(v, np.float64) for v in vals]))
+    if src is None:
+        values = np.concatenate([np.asarray(v, np.float64) for v in vals])
+    else:
+        values = np.asarray(vals)[np.repeat(src - starts, lens) + step]
+    flat[flat_idx] = op(flat[flat_idx], values)
 
 
 def _add_rows(a: HourArrays, rows: Sequence[tuple[int, int, Mapping[str, Any], _Bins | None]]) -> None:
@@ -255,16 +345,17 @@ def _bins(text: str) -> _Bins:
                  neg["offset"] if neg["counts"] else 0, neg["counts"], d["zero"])
 
 
-def _ranges(parts: Sequence[Part], rows: Iterable[_Bins]) -> tuple[int, int, int, int]:
-    """The key ranges [lo, hi) of every pos and neg bin of the parts and rows ((0, 0) for none)."""
+def _ranges(spans: Sequence[npt.NDArray[np.int64]], rows: Iterable[_Bins]) -> tuple[int, int, int, int]:
+    """The key ranges [lo, hi) of every pos and neg bin of the parts' spans ([..., 4] each) and of the
+    rows ((0, 0) for none)."""
     pos: list[int] = []
     neg: list[int] = []
-    if parts:
-        spans = np.stack([p.spans for p in parts]).astype(np.int64).reshape(-1, 4)
+    for part in spans:
+        flat = part.reshape(-1, 4)
         for col, out in ((0, pos), (2, neg)):
-            has = spans[:, col + 1] > 0
+            has = flat[:, col + 1] > 0
             if has.any():
-                out += [int(spans[has, col].min()), int((spans[has, col] + spans[has, col + 1]).max())]
+                out += [int(flat[has, col].min()), int((flat[has, col] + flat[has, col + 1]).max())]
     for b in rows:
         if b.pos:
             pos += [b.pos_off, b.pos_off + len(b.pos)]
@@ -290,10 +381,12 @@ class HourArrays:
     neg: F64
     extras: dict[str, F64]
     ext: F64
+    only: frozenset[int] | None = None      # built for these hours of day alone (their bins only)
 
     def window(self, hours_of_day: Sequence[int], series: Sequence[int] | None = None) -> Window:
         """The hours of day `hours_of_day` merged, per series (all, or those listed): sums added in
         the order given, as Sums.total does."""
+        assert self.only is None or self.only.issuperset(hours_of_day), "hours the arrays were not built for"
         sel: Any = slice(None) if series is None else np.asarray(series, np.intp)
         hs = list(hours_of_day)
         n = len(self.targets) if series is None else len(series)
@@ -323,6 +416,7 @@ class HourArrays:
     def each_hour(self) -> Window:
         """Every (series, hour of day) as a window of its own, series-major (row i·24 + h): the
         24-hour profile of every series in one step."""
+        assert self.only is None, "arrays built for some hours of day only"
         n = len(self.targets)
         return Window(self.hours.reshape(-1), self.c.reshape(n * 24, NC), self.zero.reshape(-1), self.pos_lo,
                       self.pos.reshape(n * 24, -1), self.neg_lo, self.neg.reshape(n * 24, -1),
@@ -332,7 +426,7 @@ class HourArrays:
         """Only the series `idx`."""
         return HourArrays([self.targets[i] for i in idx], self.hours[idx], self.c[idx], self.zero[idx],
                           self.pos_lo, self.pos[idx], self.neg_lo, self.neg[idx],
-                          {k: v[idx] for k, v in self.extras.items()}, self.ext[idx])
+                          {k: v[idx] for k, v in self.extras.items()}, self.ext[idx], self.only)
 
 
 @dataclass(slots=True)

@@ -11,7 +11,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from netprobe.store.prefix import COUNTERS, covers, level_for, local_day, midnight
+from netprobe.store.prefix import COUNTERS, LEVELS, covers, level_for, local_day, midnight
 from netprobe.store.reads import Conn, utc
 
 if TYPE_CHECKING:
@@ -25,6 +25,16 @@ Days = dict[str, "HourArrays"]     # per probe: the agent's series of it
 _HOUR_COLS = ("target_id", "probe", "hour", *COUNTERS, "rtt_min", "rtt_max", "sketch", "extras")
 
 
+# The prefix rows a report reads, by primary key, each with only what it is read for: the sums (the
+# payload) or not, and one level of the sparse table (a level column per k). One statement per agent
+# instead of one per set of columns over the agent's index range. VALUES columns are column1… on
+# PostgreSQL and SQLite alike; column6 is the row's place in the list.
+_LEVEL = " ".join(f"WHEN {k} THEN r.l{k}" for k in range(LEVELS))
+_ROWS = ("SELECT v.column6, r.zone, CASE WHEN v.column4 = 1 THEN r.payload END,"
+         f" CASE v.column5 {_LEVEL} END"
+         " FROM %(rows)s v JOIN rollups_prefix r ON r.agent_id = %(a)s AND r.target_id = v.column1"
+         " AND r.probe = v.column2 AND r.folded_until = v.column3")
+_KEYS_PER_READ = 500
 _LISTED_HOURS = 96                 # a tail of up to this many hours is read by naming the hours it wants
 
 
@@ -44,26 +54,29 @@ def _day_of(fu: datetime, zone: ZoneInfo) -> date:
 
 
 def _marks(n_probes: int, targets: bool) -> str:
-    """Per series of one agent: its newest row by `now`, its newest by `start`, its first. Index
-    descents per series (the agent's targets found by skipping along the primary key), so the cost
-    follows the series, not the days they have stored."""
+    """Per series of one agent with a row by `now`: that newest row, its newest by `start`, and only
+    where there is none by `start`, its first. Index descents per series (the agent's targets found by
+    skipping along the primary key), so the cost follows the series, not the days they have stored.
+    (A series without a row by `now` is read from its hours; the first row matters only to a series
+    that starts within the days.)"""
     kinds = " UNION ALL ".join(f"SELECT %(p{i})s AS probe" for i in range(n_probes))
-    one = ("(SELECT {f}(r.folded_until) FROM rollups_prefix r WHERE r.agent_id = %(a)s AND r.target_id = t.id"
-           " AND r.probe = k.probe{cond})")
+    one = ("(SELECT {f}(r.folded_until) FROM rollups_prefix r WHERE r.agent_id = %(a)s"
+           " AND r.target_id = {t}.target_id AND r.probe = {t}.probe{cond})")
     return f"""
         WITH RECURSIVE t(id) AS (
             SELECT (SELECT min(target_id) FROM rollups_prefix WHERE agent_id = %(a)s)
             UNION ALL
             SELECT (SELECT min(target_id) FROM rollups_prefix WHERE agent_id = %(a)s AND target_id > t.id)
             FROM t WHERE t.id IS NOT NULL)
-        SELECT * FROM (
-            SELECT t.id AS target_id, k.probe AS probe,
-                   {one.format(f="max", cond=" AND r.folded_until <= %(now)s")} AS last,
-                   {one.format(f="max", cond=" AND r.folded_until <= %(start)s")} AS before,
-                   {one.format(f="min", cond="")} AS first
-            FROM t, ({kinds}) k
-            WHERE t.id IS NOT NULL{" AND t.id IN %(targets)s" if targets else ""}) m
-        WHERE m.first IS NOT NULL"""
+        SELECT m.target_id, m.probe, m.last, m.before,
+               CASE WHEN m.before IS NULL THEN {one.format(f="min", t="m", cond="")} END AS first
+        FROM (
+            SELECT s.target_id, s.probe,
+                   {one.format(f="max", t="s", cond=" AND r.folded_until <= %(now)s")} AS last,
+                   {one.format(f="max", t="s", cond=" AND r.folded_until <= %(start)s")} AS before
+            FROM (SELECT t.id AS target_id, k.probe AS probe FROM t, ({kinds}) k
+                  WHERE t.id IS NOT NULL{" AND t.id IN %(targets)s" if targets else ""}) s) m
+        WHERE m.last IS NOT NULL"""
 
 
 async def local_days(conn: Conn, agent_id: str, zone: ZoneInfo, first: date, now: datetime,
@@ -88,11 +101,11 @@ async def local_days(conn: Conn, agent_id: str, zone: ZoneInfo, first: date, now
     for target_id, probe, last, before, first_fu in await conn.fetch(_marks(len(probes), targets is not None),
                                                                      params):
         key = (target_id, probe)
-        firsts[key] = utc(first_fu)
-        if last is not None:
-            lasts[key] = utc(last)
+        lasts[key] = utc(last)
         if before is not None:
             befores[key] = utc(before)
+        else:
+            firsts[key] = utc(first_fu)
 
     # Which rows to read, per series: L (sums + extremes at its day), B (sums before the first day),
     # R (extremes of the 2^k days starting at the first day).
@@ -111,39 +124,24 @@ async def local_days(conn: Conn, agent_id: str, zone: ZoneInfo, first: date, now
         k = level_for(n)
         fu_r = midnight(d_first + timedelta(days=(1 << k)), zone)
         plan[key] = {"L": fu_last, "B": fu_before, "R": fu_r if fu_r < fu_last else fu_last, "k": k}
-    wanted: dict[tuple[str, str, datetime], set[str]] = defaultdict(set)
+    # Per row wanted: its sums or not, and its level (each series reads one level).
+    wanted: dict[tuple[str, str, datetime], list[int]] = {}
     for key, p in plan.items():
-        wanted[(*key, p["L"])].add("sums")
-        wanted[(*key, p["L"])].add(f"l{p['k']}")
-        if p["B"] is not None:
-            wanted[(*key, p["B"])].add("sums")
-        wanted[(*key, p["R"])].add(f"l{p['k']}")
-    fetched: dict[tuple[str, str, datetime], dict[str, Any]] = {}
-    by_columns: dict[tuple[str, ...], list[tuple[str, str, datetime]]] = defaultdict(list)
-    for key_fu, needs in wanted.items():
-        by_columns[tuple(sorted(needs))].append(key_fu)
+        for fu, sums, level in ((p["L"], 1, True), (p["B"], 1, False), (p["R"], 0, True)):
+            if fu is not None:
+                flags = wanted.setdefault((*key, fu), [0, -1])
+                flags[0] |= sums
+                if level:
+                    flags[1] = p["k"]
+    fetched: dict[tuple[str, str, datetime], tuple[bytes | None, bytes | None]] = {}
     zone_key = str(zone.key)
-    for names, keys in by_columns.items():       # only the columns each row is read for
-        cols = ", ".join("payload" if n == "sums" else n for n in names)
-        base = (f"SELECT target_id, probe, folded_until, zone, {cols} FROM rollups_prefix"
-                " WHERE agent_id = %(a)s")
-        instants = sorted({k[2] for k in keys})
-        queries: list[tuple[str, dict[str, Any]]]
-        if len(instants) <= 8:      # the usual case: every series folded by the same runs, at midnights
-            wanted_keys: set[tuple[str, str, datetime]] | None = set(keys)
-            queries = [(base + " AND probe IN %(probes)s AND folded_until IN %(fus)s",
-                        {"a": agent_id, "probes": list(probes), "fus": instants})]
-        else:
-            wanted_keys = None
-            queries = [(base + " AND (target_id, probe, folded_until) IN %(keys)s",
-                        {"a": agent_id, "keys": keys[i:i + 500]}) for i in range(0, len(keys), 500)]
-        for sql, args in queries:
-            for r in await conn.fetch(sql, args):
-                key3 = (r[0], r[1], utc(r[2]))
-                if wanted_keys is not None and key3 not in wanted_keys:
-                    continue
-                if r[3] == zone_key:      # rows of another zone: the fold has yet to redo them
-                    fetched[key3] = dict(zip(names, r[4:], strict=True))
+    keys = list(wanted)
+    for i in range(0, len(keys), _KEYS_PER_READ):
+        part = keys[i:i + _KEYS_PER_READ]
+        rows = [(*k, *wanted[k], i + j) for j, k in enumerate(part)]
+        for at, row_zone, sums, level in await conn.fetch(_ROWS, {"a": agent_id, "rows": rows}):
+            if row_zone == zone_key:      # rows of another zone: the fold has yet to redo them
+                fetched[keys[at]] = (sums, level)
 
     builders = {p: arrays.Builder() for p in probes}
     tails: dict[tuple[str, str], datetime] = {}
@@ -155,12 +153,13 @@ async def local_days(conn: Conn, agent_id: str, zone: ZoneInfo, first: date, now
             missing = True            # a fold or a late write in between: read the hours instead
             continue
         b = builders[key[1]]
-        b.add_part(key[0], arrays.decode(lrow["sums"]), 1.0)
+        assert lrow[0] is not None
+        b.add_payload(key[0], lrow[0], 1.0)
         if brow is not None:
-            b.add_part(key[0], arrays.decode(brow["sums"]), -1.0)
-        level = f"l{p['k']}"
-        b.add_extremes(key[0], arrays.decode_extremes(lrow[level]))
-        b.add_extremes(key[0], arrays.decode_extremes(rrow[level]))
+            assert brow[0] is not None
+            b.add_payload(key[0], brow[0], -1.0)
+        b.add_extremes(key[0], arrays.decode_extremes(lrow[1]))
+        b.add_extremes(key[0], arrays.decode_extremes(rrow[1]))
         tails[key] = p["L"]
     # Hours after each series' newest row (its tail), and every hour of series without usable rows:
     # of the whole days if nothing of this agent is folded, else only since the fold (new series) or

@@ -13,7 +13,8 @@ once here in plain SQL and run on one of two sources:
   every other caller and for a database open_reader declines (missing, not migrated yet).
 
 SQL is written with %(name)s parameters; a list or tuple value becomes a parenthesised list
-(`IN %(ids)s`), a list of tuples a VALUES list (`(a, b) IN %(keys)s`). Timestamps go in and come out as
+(`IN %(ids)s`), a list of tuples a VALUES list (`(a, b) IN %(keys)s`; on PostgreSQL the same rows as
+arrays unnested, with columns named as VALUES names them). Timestamps go in and come out as
 SQLAlchemy's UTCDateTime has them: aware UTC datetimes in Python, naive UTC text on SQLite.
 """
 
@@ -23,7 +24,7 @@ import asyncio
 import os
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -93,12 +94,34 @@ def prepare(dialect: str, sql: str, params: Mapping[str, Any] | None) -> tuple[s
         if not value:
             raise ValueError(f"empty list for {name}")
         if isinstance(value[0], tuple):
+            if not sqlite:
+                return _unnest(name, value, out)
             rows = [f"({', '.join(one(f'{name}_{i}_{j}', v) for j, v in enumerate(row))})"
                     for i, row in enumerate(value)]
             return f"(VALUES {', '.join(rows)})"
         return f"({', '.join(one(f'{name}_{i}', v) for i, v in enumerate(value))})"
 
     return _PARAM.sub(sub, sql), out
+
+
+_ARRAY_TYPES: tuple[tuple[type, str], ...] = ((bool, "boolean[]"), (int, "bigint[]"), (float, "float8[]"),
+                                            (str, "text[]"), (datetime, "timestamptz[]"), (bytes, "bytea[]"))
+
+
+def _unnest(name: str, rows: Sequence[tuple[Any, ...]], out: dict[str, Any]) -> str:
+    """Rows of values on PostgreSQL: one array parameter per column, unnested into columns named as
+    VALUES names them (column1, …). A VALUES list of a fleet report's 2,000 parameters cost psycopg
+    more to convert to $n placeholders than the statement's own rows (a fifth of a report)."""
+    width = len(rows[0])
+    cols = []
+    for j in range(width):
+        column = [row[j] for row in rows]
+        sample = next((v for v in column if v is not None), "")
+        kind = next(t for cls, t in _ARRAY_TYPES if isinstance(sample, cls))
+        out[f"{name}_{j}"] = column
+        cols.append(f"%({name}_{j})s::{kind}")
+    names = ", ".join(f"column{j + 1}" for j in range(width))
+    return f"(SELECT * FROM unnest({', '.join(cols)}) AS {name}({names}))"
 
 
 # -- a source of its own connections --------------------------------------------------------------

@@ -157,3 +157,40 @@ def test_combine_is_prefix_combine() -> None:
             want = combine(a, b)
             got = arrays.combine(_ext_array(a), _ext_array(b)).tolist()
             assert [None if v != v else v for v in got] == (want or [None] * 4)
+
+
+@pytest.mark.parametrize("only", [None, (20, 21, 22, 3, 4, 5)])
+def test_payloads_decoded_together_are_the_parts_added_one_by_one(only: tuple[int, ...] | None) -> None:
+    """Builder.add_payload (every payload of a layout decoded at once, the bins of `only` alone) gives
+    the arrays add_part(decode()) gives, to the bit: layouts with and without extras, int and float bins."""
+    rng = np.random.default_rng(5)
+    one, together = arrays.Builder(), arrays.Builder()
+    for i in range(7):
+        rows = _series(rng, 3, extras=i % 3 == 0)
+        old = rows[:int(rng.integers(0, 40))]
+        sums, before = _sums(rows), _sums(old)
+        if i == 4:
+            sums[21].pos = [x + 0.25 for x in sums[21].pos]       # not integral: float64 bins
+        for builder in (one, together):
+            for part, sign in ((encode_sums(sums), 1.0), (encode_sums(before), -1.0)):
+                if builder is one:
+                    builder.add_part(f"t{i}", arrays.decode(part), sign)
+                else:
+                    builder.add_payload(f"t{i}", part, sign)
+    a, b = one.build(only), together.build(only)
+    assert a.targets == b.targets and b.only == (None if only is None else frozenset(only))
+    hours = list(only or range(24))
+    for name in ("hours", "c", "zero", "ext"):
+        assert np.array_equal(getattr(a, name)[:, hours], getattr(b, name)[:, hours], equal_nan=True), name
+    assert sorted(a.extras) == sorted(b.extras)
+    for name in a.extras:
+        assert np.array_equal(a.extras[name][:, hours], b.extras[name][:, hours])
+    for lo, x, y in ((a.pos_lo - b.pos_lo, a.pos, b.pos), (a.neg_lo - b.neg_lo, a.neg, b.neg)):
+        assert lo <= 0                    # b's range covers the wanted hours only: within a's
+        assert np.array_equal(x[:, hours, -lo:-lo + y.shape[2]], y[:, hours])
+        assert x[:, hours].sum() == y[:, hours].sum()
+    wa, wb = a.window(hours), b.window(hours)
+    assert np.array_equal(wa.quantiles((0.05, 0.5, 0.99)), wb.quantiles((0.05, 0.5, 0.99)), equal_nan=True)
+    if only is not None:
+        with pytest.raises(AssertionError):
+            b.window((0,))

@@ -1,0 +1,125 @@
+"""`netprobe report peak`'s body, without typer: netprobe.cli runs a plain `report peak …` from here
+without building the command tree (netprobe.plain_args), and the typer command (report/cli.py) calls
+the same function, so both ways print the same."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from netprobe.errors import UsageError
+
+if TYPE_CHECKING:
+    from netprobe.plain_args import Kind
+    from netprobe.report.peak import PeakReport
+    from netprobe.report.slo import SloRequest
+    from netprobe.report.windows import HourWindow
+
+# The store stack is imported inside the functions: `netprobe --help` should not pay for it.
+
+FORMATS = ("table", "json", "md", "html")
+# What `report peak` takes (netprobe.plain_args), by the typer command's option names.
+OPTIONS: dict[str, tuple[str, Kind]] = {
+    "--db": ("db", "str"), "--days": ("days", "int"), "--agent": ("agent", "str"),
+    "--region": ("region", "str"), "--window": ("window", "str"), "--offpeak": ("offpeak", "str"),
+    "--format": ("fmt", "str"), "--out": ("out", "str"), "--slo-ttft-ms": ("slo_ttft_ms", "float")}
+
+
+def plain_peak(args: list[str]) -> dict[str, Any] | None:
+    """peak()'s keyword arguments from the words after `report peak`, when they are plain."""
+    from netprobe.plain_args import plain_options
+
+    got = plain_options(args, OPTIONS)
+    if got is not None and "out" in got:
+        got["out"] = Path(got["out"])
+    return got
+
+
+def peak(db: str | None = None, days: int = 7, agent: str | None = None, region: str | None = None,
+         window: str = "20-23", offpeak: str = "3-6", fmt: str = "table", out: Path | None = None,
+         slo_ttft_ms: float = 1000.0) -> None:
+    """The report, computed and printed (or written to `out`)."""
+    from netprobe.report.windows import HourWindow
+
+    if fmt not in FORMATS:
+        raise UsageError(f"--format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
+    if days < 1:
+        raise UsageError(f"--days: must be at least 1, got {days}")
+    if not 0 < slo_ttft_ms < float("inf"):
+        raise UsageError(f"--slo-ttft-ms: must be a positive number of ms, got {slo_ttft_ms:g}")
+    win, off = HourWindow.parse(window, "--window"), HourWindow.parse(offpeak, "--offpeak")
+    report = asyncio.run(_compute(db, days, win, off, agent, region, slo_request(slo_ttft_ms, fmt == "html")))
+    _emit(report, fmt, out)
+
+
+def slo_request(ttft_ms: float, drawn: bool) -> SloRequest:
+    """The report's SLO: a new TLS 1.3 connection, one call; `drawn`: per hour and the e2e curve too."""
+    from netprobe.budget.attainment import SloModel
+    from netprobe.report.slo import SloRequest
+
+    return SloRequest(SloModel(ttft_ms), hours=drawn, curve=drawn)
+
+
+async def _compute(db: str | None, days: int, window: HourWindow, offpeak: HourWindow, agent: str | None,
+                   region: str | None, slo: SloRequest | None = None) -> PeakReport:
+    from netprobe.report.peak import compute
+    from netprobe.store.reads import open_source
+
+    store = await open_source(db)     # plain SQL, without SQLAlchemy, on a database at the head revision
+    try:
+        return await compute(store, days, window, offpeak, agent=agent, region=region, slo=slo)
+    finally:
+        await store.close()
+
+
+def _note(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def _emit(report: PeakReport, fmt: str, out: Path | None) -> None:
+    if fmt == "table":
+        from rich.console import Console
+
+        from netprobe.probes.render import console
+        from netprobe.report.render_table import print_table
+
+        if out is None:
+            print_table(report, console())
+            return
+        with _open(out) as fh:
+            print_table(report, Console(emoji=False, file=fh, width=240, no_color=True, highlight=False))
+        _note(f"wrote {out}")
+        return
+    if fmt == "json":
+        import orjson  # a fleet's report is megabytes: the json module took a fifth of its time
+
+        text = orjson.dumps(report.to_dict()).decode() + "\n"
+    elif fmt == "md":
+        from netprobe.report.render_md import markdown
+
+        text = markdown(report)
+    else:
+        from netprobe.report.render_html import html
+
+        text = html(report)
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        with _open(out) as fh:
+            fh.write(text)
+    if not report.rows and fmt != "json":
+        _note("no hourly rollups in the chosen days: the report is empty")
+    if out is not None:
+        _note(f"wrote {out}")
+
+
+def _open(path: Path) -> TextIO:
+    try:
+        return path.open("w", encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--out: {path}: {exc.strerror or exc}") from None
+
+
+__all__ = ["FORMATS", "OPTIONS", "peak", "plain_peak"]

@@ -32,6 +32,7 @@ F64 = npt.NDArray[np.float64]
 HANDSHAKE_RTO_MS = 1000.0       # RFC 6298 (2.1): the initial RTO, which a lost SYN waits
 MIN_RTO_MS = 200.0              # Linux's TCP_RTO_MIN, added to the smoothed RTT
 GRID_CELLS = 2048               # 0.3 points against a Monte Carlo needs ~2,000 (1,024 was 0.4 off)
+DRAWN_CELLS = 512               # for charts (an hour's bar, a curve): a quarter of the work, ~1 point
 RTT_TOP_Q = 0.9999              # RTT mass above this quantile is read at it (≤ 0.01 points of error)
 SERVER_TOP_Q = 0.99999
 MAX_LOSSES = 8                  # losses per request followed: beyond, p^9 of the mass is dropped
@@ -239,21 +240,22 @@ class _Batch:
     GPU budget's search varies it alone). Cases that share a server (a report's given one, or none)
     share a grid step, so its grid and FFT are made once."""
 
-    def __init__(self, rtts: Rtts, loss: F64, servers: Sequence[Server], m: SloModel) -> None:
-        self.m, self.servers = m, list(servers)
+    def __init__(self, rtts: Rtts, loss: F64, servers: Sequence[Server], m: SloModel,
+                 cells: int = GRID_CELLS) -> None:
+        self.m, self.servers, self.cells = m, list(servers), cells
         w = rtts.weights / rtts.weights.sum(axis=1, keepdims=True)
         rtt_top = _quantile_rows(rtts.values, w, RTT_TOP_Q)
         span = m.calls * (m.round_trips * rtt_top + np.array([_server_top(s) for s in servers]))
         for group in _groups(self.servers):
             if self.servers[group[0]] is not None and len(group) > 1:
                 span[group] = span[group].max()
-        self.step = np.maximum(span, 1e-3) / (GRID_CELLS - 1)
-        self.f_net = _power(np.fft.rfft(_place(rtts.values, w, self.step, rtt_top, GRID_CELLS),
-                                        2 * GRID_CELLS, axis=1), m.round_trips)
+        self.step = np.maximum(span, 1e-3) / (cells - 1)
+        self.f_net = _power(np.fft.rfft(_place(rtts.values, w, self.step, rtt_top, cells), 2 * cells, axis=1),
+                            m.round_trips)
         self.shifts, self.shift_w = _shifts(np.asarray(loss, np.float64), MIN_RTO_MS + w @ rtts.values, m)
 
     def totals(self, servers: Sequence[Server] | None = None) -> _Totals:
-        n = 2 * GRID_CELLS
+        n, cells = 2 * self.cells, self.cells
         f = self.f_net.copy()
         servers = self.servers if servers is None else servers
         each: list[int] = []
@@ -261,14 +263,14 @@ class _Batch:
             if servers[group[0]] is None:
                 continue                   # no server: a unit mass at 0, whose transform is 1
             if len(group) > 1 and self._one_step(group):
-                f[group] *= np.fft.rfft(_server_grids([servers[group[0]]], self.step[group[:1]], GRID_CELLS),
+                f[group] *= np.fft.rfft(_server_grids([servers[group[0]]], self.step[group[:1]], cells),
                                         n, axis=1)
             else:
                 each += group
         if each:                           # the rest in one batch (the budget's search: all of them)
-            f[each] *= np.fft.rfft(_server_grids([servers[i] for i in each], self.step[each], GRID_CELLS),
+            f[each] *= np.fft.rfft(_server_grids([servers[i] for i in each], self.step[each], cells),
                                    n, axis=1)
-        pmf = np.fft.irfft(_power(f, self.m.calls), n, axis=1)[:, :GRID_CELLS]
+        pmf = np.fft.irfft(_power(f, self.m.calls), n, axis=1)[:, :cells]
         pmf[pmf < 1e-15] = 0.0             # FFT round-off
         cum = np.cumsum(pmf, axis=1)
         return _Totals(self.step, cum / cum[:, -1:], self.shifts, self.shift_w)
@@ -296,15 +298,16 @@ def _groups(servers: Sequence[Server]) -> list[list[int]]:
     return list(by.values())
 
 
-def attainments(rtts: Rtts, loss: Sequence[float] | F64, servers: Sequence[Server], m: SloModel) -> F64:
-    """100 · P(a request's first token within m.ttft_ms), per case."""
+def attainments(rtts: Rtts, loss: Sequence[float] | F64, servers: Sequence[Server], m: SloModel,
+                cells: int = GRID_CELLS) -> F64:
+    """100 · P(a request's first token within m.ttft_ms), per case (`cells`: DRAWN_CELLS for a chart)."""
     if not len(rtts):
         return np.zeros(0)
     loss = np.asarray(loss, np.float64)
-    out, rest = _decided(rtts, loss, servers, m)
+    out, rest = _decided(rtts, loss, servers, m, cells)
     for part in _chunks(rest):
         sub = Rtts(rtts.values, rtts.weights[part])
-        out[part] = 100.0 * _Batch(sub, loss[part], [servers[i] for i in part], m).attainment()
+        out[part] = 100.0 * _Batch(sub, loss[part], [servers[i] for i in part], m, cells).attainment()
     return out
 
 
@@ -313,7 +316,8 @@ def _chunks(idx: Sequence[int], size: int = CHUNK) -> list[list[int]]:
     return [list(idx[k:k + size]) for k in range(0, len(idx), size)]
 
 
-def _decided(rtts: Rtts, loss: F64, servers: Sequence[Server], m: SloModel) -> tuple[F64, list[int]]:
+def _decided(rtts: Rtts, loss: F64, servers: Sequence[Server], m: SloModel, cells: int
+             ) -> tuple[F64, list[int]]:
     """Cases without a server whose every timeout lands the target clear of the RTT sum's support
     (all of it before, or none): their attainment is the timeouts' weight alone, with no grid. A
     report's 1 s target on an RTT of tens of ms is decided so. The rest are listed for the grid."""
@@ -321,7 +325,7 @@ def _decided(rtts: Rtts, loss: F64, servers: Sequence[Server], m: SloModel) -> t
     n = m.calls * m.round_trips
     upper = n * _quantile_rows(rtts.values, w, RTT_TOP_Q)
     first = np.argmax(w > 0, axis=1)
-    lower = n * rtts.values[first] - (n + 1) * upper / (GRID_CELLS - 1)    # the grid's split cells
+    lower = n * rtts.values[first] - (n + 1) * upper / (cells - 1)    # the grid's split cells
     shifts, sw = _shifts(loss, MIN_RTO_MS + w @ rtts.values, m)
     left = m.ttft_ms - shifts
     clear = ((left >= upper[:, None]) | (left < lower[:, None]) | (sw == 0)).all(axis=1)
@@ -348,13 +352,13 @@ def outcomes(rtts: Rtts, loss: Sequence[float] | F64, servers: Sequence[Server],
 
 
 def curves(rtts: Rtts, loss: Sequence[float] | F64, servers: Sequence[Server], m: SloModel,
-           points: int = 48) -> list[tuple[F64, F64]]:
+           points: int = 48, cells: int = DRAWN_CELLS) -> list[tuple[F64, F64]]:
     """Per case, the end-to-end TTFT's CDF at `points` times from 0 to its 99.5th percentile: (ms, F)."""
     loss = np.asarray(loss, np.float64)
     out: list[tuple[F64, F64]] = []
     for part in _chunks(range(len(rtts))):
         totals = _Batch(Rtts(rtts.values, rtts.weights[part]), loss[part], [servers[i] for i in part],
-                        m).totals()
+                        m, cells).totals()
         top = totals.quantiles((0.995,))[:, 0]
         xs = top[:, None] * np.linspace(0.0, 1.0, points)[None, :]
         fs = totals.cdf(xs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from html import escape
 
 from netprobe.times import iso
@@ -42,32 +43,59 @@ def _table(report: PeakReport) -> str:
 
 
 def html(report: PeakReport) -> str:
-    parts = [f"<h1>{_e(title(report))}</h1>",
-             f'<p class="meta">generated {_e(iso(report.generated_at))} · windows are local hours of each '
-             f"agent's time zone, half-open · ranking: {_e(RULE)}</p>"]
-    if report.note:
-        parts.append(f'<p class="note">{_e(report.note)}</p>')
-    parts += [f'<p class="note">warning: {_e(w)}</p>' for w in report.warnings]
-    if not report.rows:
-        parts.append(f"<p>{_e(empty_message(report))}</p>")
-    else:
-        profiles = "".join(svg.profile_chart(r, report.window, report.offpeak) for r in report.rows)
-        parts += ["<h2>Summary</h2>", f'<div class="scroll">{_table(report)}</div>',
-                  "<h2>24-hour profiles</h2>", f'<div class="charts">{profiles}</div>',
-                  "<h2>Loss by hour</h2>", svg.loss_heatmap(report.rows, report.window)]
-        if any(r.slo is not None and r.slo.hours for r in report.rows):
-            hours = "".join(svg.attainment_hours(r, report.window) for r in report.rows if r.slo is not None)
-            parts += ["<h2>SLO attainment by hour</h2>", f'<div class="charts">{hours}</div>',
-                      "<h2>End-to-end time to first token at the peak</h2>"]
-            for region in dict.fromkeys(r.region for r in report.rows):
-                parts.append(svg.e2e_curves([r for r in report.rows if r.region == region]))
-        if any(r.peak.figure("fwd_loss_pct") is not None for r in report.rows):
-            parts += ["<h2>Both directions</h2>", svg.direction_bars(report.rows)]
-        parts.append("<h2>Lines</h2>")
-        lines = compare_lines(report.rows)
-        for region in dict.fromkeys(g.region for g in lines):
-            parts.append(svg.line_bars([g for g in lines if g.region == region]))
+    return "".join(html_chunks(report))
+
+
+def html_chunks(report: PeakReport) -> Iterator[str]:
+    """The page in pieces, so a fleet's page (thousands of charts, 15 MB) is written as it is drawn
+    instead of held whole (and its parts besides) in memory."""
     page_title = _e(f"netprobe peak report {iso(report.generated_at)}")
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{page_title}</title><style>{_CSS}</style></head><body>\n"
-            + "\n".join(parts) + "\n</body></html>\n")
+    yield ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+           f"<title>{page_title}</title><style>{_CSS}</style></head><body>\n")
+    for k, part in enumerate(_parts(report)):
+        if k:
+            yield "\n"
+        if isinstance(part, str):
+            yield part
+        else:
+            yield from part
+    yield "\n</body></html>\n"
+
+
+def _charts(drawn: Iterable[str]) -> Iterator[str]:
+    yield '<div class="charts">'
+    yield from drawn
+    yield "</div>"
+
+
+def _parts(report: PeakReport) -> Iterator[str | Iterator[str]]:
+    """The page's parts in order (a lazy part is drawn when it is written), "\n" between them."""
+    yield f"<h1>{_e(title(report))}</h1>"
+    yield (f'<p class="meta">generated {_e(iso(report.generated_at))} · windows are local hours of each '
+           f"agent's time zone, half-open · ranking: {_e(RULE)}</p>")
+    if report.note:
+        yield f'<p class="note">{_e(report.note)}</p>'
+    yield from (f'<p class="note">warning: {_e(w)}</p>' for w in report.warnings)
+    rows = report.rows
+    if not rows:
+        yield f"<p>{_e(empty_message(report))}</p>"
+        return
+    yield "<h2>Summary</h2>"
+    yield f'<div class="scroll">{_table(report)}</div>'
+    yield "<h2>24-hour profiles</h2>"
+    yield _charts(svg.profile_chart(r, report.window, report.offpeak) for r in rows)
+    yield "<h2>Loss by hour</h2>"
+    yield svg.loss_heatmap(rows, report.window)
+    if any(r.slo is not None and r.slo.hours for r in rows):
+        yield "<h2>SLO attainment by hour</h2>"
+        yield _charts(svg.attainment_hours(r, report.window) for r in rows if r.slo is not None)
+        yield "<h2>End-to-end time to first token at the peak</h2>"
+        for region in dict.fromkeys(r.region for r in rows):
+            yield svg.e2e_curves([r for r in rows if r.region == region])
+    if any(r.peak.figure("fwd_loss_pct") is not None for r in rows):
+        yield "<h2>Both directions</h2>"
+        yield svg.direction_bars(rows)
+    yield "<h2>Lines</h2>"
+    lines = compare_lines(rows)
+    for region in dict.fromkeys(g.region for g in lines):
+        yield svg.line_bars([g for g in lines if g.region == region])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -92,23 +93,24 @@ def _emit(report: PeakReport, fmt: str, out: Path | None) -> None:
             print_table(report, Console(emoji=False, file=fh, width=240, no_color=True, highlight=False))
         _note(f"wrote {out}")
         return
+    chunks: Iterable[str]
     if fmt == "json":
         import orjson  # a fleet's report is megabytes: the json module took a fifth of its time
 
-        text = orjson.dumps(report.to_dict()).decode() + "\n"
+        chunks = (orjson.dumps(report.to_dict()).decode() + "\n",)
     elif fmt == "md":
         from netprobe.report.render_md import markdown
 
-        text = markdown(report)
+        chunks = (markdown(report),)
     else:
-        from netprobe.report.render_html import html
+        from netprobe.report.render_html import html_chunks
 
-        text = html(report)
+        chunks = html_chunks(report)       # written as drawn: a fleet's page is 15 MB
     if out is None:
-        sys.stdout.write(text)
+        sys.stdout.writelines(chunks)
     else:
         with _open(out) as fh:
-            fh.write(text)
+            fh.writelines(chunks)
     if not report.rows and fmt != "json":
         _note("no hourly rollups in the chosen days: the report is empty")
     if out is not None:

@@ -11,7 +11,18 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from netprobe.budget.attainment import F64, Outcome, Rtts, Server, SloModel, attainments, curves, outcomes
+from netprobe.budget.attainment import (
+    DRAWN_CELLS,
+    F64,
+    GRID_CELLS,
+    Outcome,
+    Rtts,
+    Server,
+    SloModel,
+    attainments,
+    curves,
+    outcomes,
+)
 from netprobe.stats import LogNormal
 
 if TYPE_CHECKING:
@@ -21,6 +32,7 @@ DEFAULT_SLO_TTFT_MS = 1000.0
 ServerSource = Literal["given", "measured", "none"]
 # the sse figures a measured server is read from: the mean and mean square of ln(first token ms)
 LN_MEAN, LN2_MEAN = "sse_server_first_ln_mean", "sse_server_first_ln2_mean"
+SLICE = 2048            # cases copied out of a window at a time
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +83,16 @@ def _cases(w: Window, rows: Sequence[int]) -> tuple[list[int], Rtts, F64]:
     return have, Rtts(values, w.pos[have]), loss
 
 
-def _attain(req: SloRequest, w: Window, rows: Sequence[int], servers: Sequence[Server]) -> dict[int, float]:
-    have, rtts, loss = _cases(w, rows)
+def _attain(req: SloRequest, w: Window, rows: Sequence[int], servers: Sequence[Server],
+            cells: int = GRID_CELLS) -> dict[int, float]:
+    """In slices of rows, so a fleet's every hour of day (24 cases a target) is never copied at once."""
+    out: dict[int, float] = {}
     pick = dict(zip(rows, servers, strict=True))
-    got = attainments(rtts, loss, [pick[i] for i in have], req.model)
-    return {i: float(v) for i, v in zip(have, got, strict=True)}
+    for k in range(0, len(rows), SLICE):
+        have, rtts, loss = _cases(w, rows[k:k + SLICE])
+        got = attainments(rtts, loss, [pick[i] for i in have], req.model, cells)
+        out.update(zip(have, got.tolist(), strict=True))
+    return out
 
 
 def series_slo(req: SloRequest, peak: Window, offpeak: Window | None, each_hour: Window | None,
@@ -103,7 +120,7 @@ def series_slo(req: SloRequest, peak: Window, offpeak: Window | None, each_hour:
     hours: dict[int, list[float | None]] = {}
     if req.hours and each_hour is not None:
         got = _attain(req, each_hour, [i * 24 + h for i in rows for h in range(24)],
-                      [s for s in servers for _ in range(24)])
+                      [s for s in servers for _ in range(24)], DRAWN_CELLS)
         hours = {i: [got.get(i * 24 + h) for h in range(24)] for i in rows}
     return {i: SloFigures(req.model.ttft_ms, at_peak.get(i), off.get(i), tuple(hours.get(i, ())), source[k],
                           outs.get(i), drawn.get(i, ()))

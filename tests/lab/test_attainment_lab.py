@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +15,7 @@ import pytest
 
 from netprobe.budget.attainment import Dist, SloModel, attainment_pct
 from netprobe.stats import LogNormal
-from tests.support.lab import LabState, agent_exec, running_lab, wait_healthy
+from tests.support.lab import LabState, agent_exec, running_lab, target_in, wait_healthy
 
 pytestmark = pytest.mark.lab
 
@@ -58,10 +57,7 @@ asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
 def lab() -> Iterator[LabState]:
     with running_lab(SPEC) as state:
         route = state.routes["jittery"]
-        server = subprocess.Popen(["ip", "netns", "exec", route.namespace, sys.executable, "-m",
-                                   "netprobe.cli", "target", "--listen", f"0.0.0.0:{PORT}", "--prefill-ms",
-                                   f"{PREFILL[0]:g},{PREFILL[1]:g}", "--seed", "5"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server = target_in(route.namespace, PORT, "--prefill-ms", "{:g},{:g}".format(*PREFILL), "--seed", "5")
         try:
             wait_healthy(route.ipv4, PORT)
             yield state

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.lab import LabState, agent_exec, running_lab, wait_healthy
+from tests.support.lab import LabState, agent_exec, running_lab, target_in, wait_healthy
 
 pytestmark = pytest.mark.lab
 
@@ -34,11 +34,8 @@ TOLERANCE_MS = 25.0      # both ends and the relay are Python on a small, busy V
 def lab() -> Iterator[LabState]:
     with running_lab(SPEC) as state:
         def serve(route: str, port: int, prefill: float, token: int, *more: str) -> subprocess.Popen[bytes]:
-            ns = state.routes[route].namespace
-            return subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-m", "netprobe.cli",
-                                     "target", "--listen", f"0.0.0.0:{port}", "--prefill-ms", f"{prefill:g}",
-                                     "--token-ms", str(token), *more],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            return target_in(state.routes[route].namespace, port, "--prefill-ms", f"{prefill:g}",
+                             "--token-ms", str(token), *more)
         servers = [serve(name, PORT, *FRAMEWORKS[name]) for name in FRAMEWORKS]
         servers.append(serve("near", QUEUE_PORT, *QUEUE, "--slots", "1"))
         try:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.lab import LabState, agent_exec, agent_process, running_lab, wait_healthy
+from tests.support.lab import LabState, agent_exec, agent_process, running_lab, target_in, wait_healthy
 
 pytestmark = pytest.mark.lab
 
@@ -35,10 +35,7 @@ FIRST_EVENT_TOLERANCE_MS = 2.0
 @pytest.fixture(scope="module")
 def lab() -> Iterator[LabState]:
     with running_lab(SPEC) as state:  # which keeps the vCPUs awake: timing to the millisecond
-        servers = [subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-m", "netprobe.cli",
-                                     "target", "--listen", f"0.0.0.0:{PORT}"], stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL)
-                   for ns in sorted({r.namespace for r in state.routes.values()})]
+        servers = [target_in(ns, PORT) for ns in sorted({r.namespace for r in state.routes.values()})]
         try:
             for route in state.routes.values():
                 wait_healthy(route.ipv4, PORT)

@@ -7,6 +7,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -58,3 +59,34 @@ def running_reflector(tokens: Path, agent: str = "sh-ct-1") -> Iterator[Reflecto
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def free_tcp_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve_target(*args: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`netprobe target --listen 127.0.0.1:<free port> ARGS…` as a process, once it accepts: (it, its URL)."""
+    port = free_tcp_port()
+    proc = subprocess.Popen(target_cli("--listen", f"127.0.0.1:{port}", *args), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    for _ in range(200):
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return proc, f"http://127.0.0.1:{port}"
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError("netprobe target did not come up")
+
+
+@contextmanager
+def target_served(*args: str) -> Iterator[str]:
+    """serve_target for a `with`: its URL, and the process stopped after."""
+    proc, url = serve_target(*args)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

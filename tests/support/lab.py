@@ -132,3 +132,10 @@ def ping_summary(output: str) -> dict[str, float]:
     if rtt is not None:
         out.update(zip(("min", "avg", "max", "mdev"), map(float, rtt.groups()), strict=True))
     return out
+
+
+def target_in(namespace: str, port: int, *args: str) -> subprocess.Popen[bytes]:
+    """`netprobe target --listen 0.0.0.0:PORT ARGS…` in a datacenter namespace (wait_healthy for it)."""
+    return subprocess.Popen(["ip", "netns", "exec", namespace, sys.executable, "-m", "netprobe.cli", "target",
+                             "--listen", f"0.0.0.0:{port}", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)

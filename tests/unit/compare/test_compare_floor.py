@@ -5,16 +5,15 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from tests.support.farend import target_served
 from tests.support.report import dataset, write_all
 
 
@@ -25,22 +24,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def target() -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "netprobe.cli", "target", "--listen", f"127.0.0.1:{port}",
-                             "--prefill-ms", "150", "--token-ms", "5"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(200):
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with target_served("--prefill-ms", "150", "--token-ms", "5") as url:
+        yield url
 
 
 def test_the_peak_rtt_of_the_matching_target_comes_off_ttft(target: str, tmp_path: Path) -> None:

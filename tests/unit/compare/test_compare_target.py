@@ -7,15 +7,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.farend import serve_target
 
 # Loopback adds the client's and server's own time to each figure: aiohttp's request set-up, the
 # target's timers (asyncio oversleeps by up to a millisecond or two) and the JSON of each chunk.
@@ -30,34 +30,14 @@ def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
                           timeout=timeout, env=env)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _serve(*args: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "netprobe.cli", "target", "--listen", f"127.0.0.1:{port}",
-                             *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(200):
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return proc, f"http://127.0.0.1:{port}"
-        time.sleep(0.05)
-    proc.kill()
-    raise AssertionError("netprobe target did not come up")
-
-
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     key = tmp_path_factory.mktemp("key") / "key"
     key.write_text("sk-loopback-secret\n")
-    started = {name: _serve("--prefill-ms", prefill, "--token-ms", str(token), "--seed", "1")
+    started = {name: serve_target("--prefill-ms", prefill, "--token-ms", str(token), "--seed", "1")
                for name, (prefill, token) in FRAMEWORKS.items()}
-    started["queue"] = _serve("--prefill-ms", QUEUE[0], "--token-ms", str(QUEUE[1]), "--slots", "1")
-    started["keyed"] = _serve("--api-key-file", str(key))
+    started["queue"] = serve_target("--prefill-ms", QUEUE[0], "--token-ms", str(QUEUE[1]), "--slots", "1")
+    started["keyed"] = serve_target("--api-key-file", str(key))
     try:
         yield {**{name: url for name, (_, url) in started.items()}, "key": str(key)}
     finally:

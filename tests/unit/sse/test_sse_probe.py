@@ -24,6 +24,7 @@ from netprobe.probes.base import ProbeContext, ProbeTarget
 from netprobe.probes.sse import SseResult, SseSettings
 from netprobe.probes.sse import run as sse_run
 from netprobe.sse.parser import SseEvent
+from tests.support.farend import target_served
 
 Handler = Callable[[web.Request], Any]
 
@@ -343,21 +344,8 @@ async def test_events_carry_kernel_arrival_times_not_the_loops(target_url: str) 
 
 @pytest.fixture(scope="module")
 def target_url() -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "netprobe.cli", "target", "--listen", f"127.0.0.1:{port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(100):
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with target_served() as url:
+        yield url
 
 
 async def test_against_netprobe_target_both_modes(target_url: str) -> None:

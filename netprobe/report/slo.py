@@ -76,7 +76,8 @@ def _cases(w: Window, rows: Sequence[int]) -> tuple[list[int], Rtts, F64]:
     from netprobe.store.hour_arrays import bin_values
     from netprobe.store.prefix import COUNTERS
 
-    have = [i for i in rows if w.pos[i].sum() > 0]
+    idx = np.asarray(rows, np.intp)
+    have = idx[w.pos[idx].sum(axis=1) > 0].tolist()     # one step, not a sum per row
     values = bin_values(w.pos_lo, w.pos.shape[1])
     sent, received = w.c[have, COUNTERS.index("sent")], w.c[have, COUNTERS.index("received")]
     loss = np.where(sent > 0, (sent - received) / np.where(sent > 0, sent, 1.0), 0.0)

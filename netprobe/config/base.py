@@ -17,7 +17,7 @@ _ID_RE = re.compile(ID_PATTERN)
 
 class StrictModel(BaseModel):
     # strict: TOML is typed, so "20" for a count or 1 for a bool is a mistake worth reporting.
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
 
 def as_tuple(value: object) -> object:

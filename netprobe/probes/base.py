@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 class ProbeSettings(BaseModel):
     """Settings every probe shares; each probe module subclasses it with its own fields."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     every: Duration = Field(default=60.0, gt=0, description="how often a round runs")
     timeout: Duration = Field(default=2.0, gt=0, description="per request/connect timeout")

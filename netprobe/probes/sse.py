@@ -48,7 +48,7 @@ def _as_tuple(value: object) -> object:
 
 
 class Message(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     role: Literal["system", "user", "assistant"] = "user"
     content: str
 

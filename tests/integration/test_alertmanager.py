@@ -78,8 +78,9 @@ def _rounds(start: datetime, samples: list[float | None], tag: str) -> list[dict
 
 
 async def test_a_firing_alert_reaches_alertmanager_and_its_clear_resolves_it(am: str, tmp_path: Path) -> None:
+    rules = RULES.format(window=WINDOW, url=am)
     cfg = parse_collector_config(f'[collector]\nlisten = "127.0.0.1:0"\n[storage]\n'
-                                 f'url = "sqlite:///{tmp_path / "c.db"}"\n' + RULES.format(window=WINDOW, url=am))
+                                 f'url = "sqlite:///{tmp_path / "c.db"}"\n{rules}')
     collector = Collector(cfg)
     await collector.start()
     try:

@@ -142,8 +142,10 @@ def stack(tmp: Path) -> Iterator[Stack]:
             collector=collector_url, uplink_token=tmp / "uplink.token", influx=vm,
             influx_token=tmp / "influx.token", tcp_port=tcp_port) + LOG_ALERT)
         es.enter_context(_agent(acfg, tmp / "agent.log"))
-        prom = es.enter_context(prometheus(tmp / "prometheus", {
-            "netprobe-agent": [f"127.0.0.1:{mport}"], "netprobe-collector": [f"127.0.0.1:{cport}"]}))
+        prom = es.enter_context(prometheus(
+            tmp / "prometheus", {"netprobe-agent": [f"127.0.0.1:{mport}"],
+                                 "netprobe-collector": [f"127.0.0.1:{cport}"]},
+            {"netprobe-agent": {"agent": AGENT["id"], "region": AGENT["region"], "isp": AGENT["isp"]}}))
         try:
             wait_for(lambda: _ready(prom), 30, "Prometheus to hold the agent's and the collector's series")
         except AssertionError as exc:

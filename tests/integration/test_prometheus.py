@@ -41,4 +41,6 @@ def test_prometheus_answers_quantiles_of_the_agents_rtt_histogram(running: Stack
         assert 0 < p95 <= 0.5, s      # loopback: under the smallest buckets' scale, never NaN
     # and the collector's view of the same agent, scraped by the same Prometheus
     rtt = prom_query(running.prometheus, f'netprobe_collector_last_rtt_seconds{{agent="{AGENT["id"]}"}}')
-    assert {s["metric"]["probe"] for s in rtt} >= {"icmp", "tcp", "mtr"}
+    assert rtt and {s["metric"]["probe"] for s in rtt} <= {"icmp", "tcp", "mtr"}
+    assert all(s["metric"]["job"] == "netprobe-collector" and s["metric"]["target"] == TARGET["id"]
+               for s in rtt)

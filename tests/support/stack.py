@@ -115,24 +115,31 @@ def _agent(config: Path, log: Path) -> Iterator[None]:
 
 
 def _ready(prom: str) -> bool:
-    """Two scrapes of the agent's histogram with rounds in between, and the collector holding the
-    agent's rounds of every probe."""
+    """Two scrapes of the agent's histogram with rounds in between (of every probe: mtr's come last),
+    and one of the collector holding the agent's rounds."""
     return bool(prom_query(prom, 'increase(netprobe_rtt_seconds_count{probe="mtr"}[5s]) > 0')) and \
-        bool(prom_query(prom, "count(netprobe_collector_last_rtt_seconds) >= 3"))
+        bool(prom_query(prom, "netprobe_collector_last_rtt_seconds"))
 
 
 @contextlib.contextmanager
 def stack(tmp: Path) -> Iterator[Stack]:
     cport, mport = free_port(), free_port()
     collector_url = f"http://127.0.0.1:{cport}"
-    ccfg = collector_config(tmp / "collector.toml", f"sqlite:///{tmp / 'collector.db'}", f"127.0.0.1:{cport}")
-    with ccfg.open("a") as f:
-        f.write(LOG_ALERT)
-    add_agent(ccfg, AGENT["id"], tmp / "uplink.token")
-    (tmp / "influx.token").write_text("unused-by-victoria\n")
-    collector = CollectorProcess(ccfg, collector_url, tmp / "collector.log")
     with contextlib.ExitStack() as es:
+        # Prometheus first: it hands its first targets to the scrapers after about 5 s (service
+        # discovery's update interval), which this overlaps with the rest starting
+        prom = es.enter_context(prometheus(
+            tmp / "prometheus", {"netprobe-agent": [f"127.0.0.1:{mport}"],
+                                 "netprobe-collector": [f"127.0.0.1:{cport}"]},
+            {"netprobe-agent": {"agent": AGENT["id"], "region": AGENT["region"], "isp": AGENT["isp"]}}))
         vm = es.enter_context(victoria_metrics(tmp / "vm"))
+        ccfg = collector_config(tmp / "collector.toml", f"sqlite:///{tmp / 'collector.db'}",
+                                f"127.0.0.1:{cport}")
+        with ccfg.open("a") as f:
+            f.write(LOG_ALERT)
+        add_agent(ccfg, AGENT["id"], tmp / "uplink.token")
+        (tmp / "influx.token").write_text("unused-by-victoria\n")
+        collector = CollectorProcess(ccfg, collector_url, tmp / "collector.log")
         collector.start()
         es.callback(collector.stop)
         tcp_port = es.enter_context(_listener())
@@ -142,10 +149,6 @@ def stack(tmp: Path) -> Iterator[Stack]:
             collector=collector_url, uplink_token=tmp / "uplink.token", influx=vm,
             influx_token=tmp / "influx.token", tcp_port=tcp_port) + LOG_ALERT)
         es.enter_context(_agent(acfg, tmp / "agent.log"))
-        prom = es.enter_context(prometheus(
-            tmp / "prometheus", {"netprobe-agent": [f"127.0.0.1:{mport}"],
-                                 "netprobe-collector": [f"127.0.0.1:{cport}"]},
-            {"netprobe-agent": {"agent": AGENT["id"], "region": AGENT["region"], "isp": AGENT["isp"]}}))
         try:
             wait_for(lambda: _ready(prom), 30, "Prometheus to hold the agent's and the collector's series")
         except AssertionError as exc:

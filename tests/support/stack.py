@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,11 +115,14 @@ def _agent(config: Path, log: Path) -> Iterator[None]:
         assert code == 0, log.read_text(errors="replace")
 
 
-def _ready(prom: str) -> bool:
+def _ready(prom: str, vm: str) -> bool:
     """Two scrapes of the agent's histogram with rounds in between (of every probe: mtr's come last),
-    and one of the collector holding the agent's rounds."""
-    return bool(prom_query(prom, 'increase(netprobe_rtt_seconds_count{probe="mtr"}[5s]) > 0')) and \
-        bool(prom_query(prom, "netprobe_collector_last_rtt_seconds"))
+    one of the collector holding the agent's rounds, and VictoriaMetrics holding every probe's."""
+    if not (prom_query(prom, 'increase(netprobe_rtt_seconds_count{probe="mtr"}[5s]) > 0') and
+            prom_query(prom, "netprobe_collector_last_rtt_seconds")):
+        return False
+    urllib.request.urlopen(f"{vm}/internal/force_flush", timeout=5).read()
+    return all(prom_query(vm, f"netprobe_{probe}_up") for probe in ("icmp", "tcp", "mtr"))
 
 
 @contextlib.contextmanager
@@ -150,7 +154,7 @@ def stack(tmp: Path) -> Iterator[Stack]:
             influx_token=tmp / "influx.token", tcp_port=tcp_port) + LOG_ALERT)
         es.enter_context(_agent(acfg, tmp / "agent.log"))
         try:
-            wait_for(lambda: _ready(prom), 30, "Prometheus to hold the agent's and the collector's series")
+            wait_for(lambda: _ready(prom, vm), 30, "Prometheus and VictoriaMetrics to hold the rounds")
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{(tmp / 'agent.log').read_text(errors='replace')}") from None
         yield Stack(f"http://127.0.0.1:{mport}/metrics", f"{collector_url}/metrics", prom, vm)

@@ -91,13 +91,20 @@ def _variable_queries(url: str, variables: dict[str, dict[str, Any]], values: di
         assert expect[name] in found, (name, found)
 
 
-def test_exporter_dashboard_panels_return_series_from_prometheus(running: Stack) -> None:
-    board = _load("netprobe-prometheus.json")
-    variables = _variables(board, "DS_PROMETHEUS")
+def _board(name: str, datasource: str) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """The dashboard's variables and panels, checked; it has agent and target variables and panels
+    for RTT, loss, path changes and alerts."""
+    board = _load(name)
+    variables = _variables(board, datasource)
     assert {"agent", "target"} <= set(variables)
-    panels = _check_board(board, "DS_PROMETHEUS")
+    panels = _check_board(board, datasource)
     titles = " ".join(p["title"] for p in panels).lower()
-    assert all(word in titles for word in ("rtt", "loss", "path changes", "alerts"))
+    assert all(word in titles for word in ("rtt", "loss", "path changes", "alert"))
+    return variables, panels
+
+
+def test_exporter_dashboard_panels_return_series_from_prometheus(running: Stack) -> None:
+    variables, panels = _board("netprobe-prometheus.json", "DS_PROMETHEUS")
     concrete = {"agent": AGENT["id"], "target": TARGET["id"], "probe": "icmp"}
     any_ = {"agent": ".*", "target": ".*", "probe": ".*"}
     _variable_queries(running.prometheus, variables, concrete, concrete)
@@ -106,12 +113,7 @@ def test_exporter_dashboard_panels_return_series_from_prometheus(running: Stack)
 
 
 def test_influx_dashboard_panels_return_series_from_victoriametrics(running: Stack) -> None:
-    board = _load("netprobe-influxdb.json")
-    variables = _variables(board, "DS_VICTORIAMETRICS")
-    assert {"agent", "target"} <= set(variables)
-    panels = _check_board(board, "DS_VICTORIAMETRICS")
-    titles = " ".join(p["title"] for p in panels).lower()
-    assert all(word in titles for word in ("rtt", "loss", "path changes", "alert"))
+    variables, panels = _board("netprobe-influxdb.json", "DS_VICTORIAMETRICS")
     urllib.request.urlopen(f"{running.victoria}/internal/force_flush", timeout=5).read()
     threshold = variables["loss_threshold"]["query"]
     probes = [o["value"] for o in variables["probe"]["options"]]

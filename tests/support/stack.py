@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.agent import FAST_PROBES
 from tests.support.collector import CLI, CollectorProcess, add_agent, collector_config, wait_for
 from tests.support.prometheus import prometheus
 from tests.support.servers import free_port, prom_query
@@ -57,18 +58,7 @@ org = "ops"
 bucket = "netprobe"
 token_file = "{influx_token}"
 
-[probes.icmp]
-every = "1s"
-count = 3
-interval = "0.05s"
-timeout = "0.5s"
-
-[probes.tcp]
-every = "1s"
-count = 2
-interval = "0.05s"
-timeout = "0.5s"
-
+""" + FAST_PROBES + """
 [probes.mtr]
 every = "1s"
 cycles = 2

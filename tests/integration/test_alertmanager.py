@@ -112,6 +112,7 @@ async def test_a_firing_alert_reaches_alertmanager_and_its_clear_resolves_it(am:
             await _post(session, collector.url, token, _rounds(first + width, [20.0, 21.0, 22.0], "good"))
             cleared = await engine.evaluate_due(first + 2 * width + settle)
             assert [(n.state, n.value) for n in cleared] == [("resolved", 0.0)]
+            assert cleared[0].ended_at == first + 2 * width < utc_now()    # Alertmanager's endsAt: past
             await _until(lambda: not _ours(am), 10)
         sent = collector.alerts.dispatcher.stats()["am"]
         assert sent["sent"] == 2 and sent["failed"] == 0

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from netprobe.probes.base import ProbeTarget
 from netprobe.sinks.metrics import Family, SinkStats, sink_families
 from netprobe.store.envelopes import Envelope
+from netprobe.store.events import route_of_envelope
 
 if TYPE_CHECKING:
     from prometheus_client.registry import Collector, CollectorRegistry
@@ -135,14 +136,15 @@ class _Counters(_Family):
         super().__init__(name, doc, "counter", labelnames)
         self.series: dict[tuple[str, ...], list[Any]] = {}   # labels → [total prefix, created line, value]
 
-    def inc(self, labels: tuple[str, ...]) -> None:
+    def inc(self, labels: tuple[str, ...], amount: float = 1.0) -> None:
+        """Add `amount` (0: the series appears, at 0)."""
         s = self.series.get(labels)
         if s is None:
             lab = _labels(self.labelnames, labels)
             self.series[labels] = [f"{self.name}_total{lab} ",
-                                   f"{self.name}_created{lab} {_go(time.time())}\n", 1.0]
+                                   f"{self.name}_created{lab} {_go(time.time())}\n", amount]
         else:
-            s[2] += 1.0
+            s[2] += amount
 
     def render(self, out: list[str], created: bool) -> None:
         out.append(self.header)
@@ -223,8 +225,11 @@ class Metrics:
         self.errors = _Counters("netprobe_probe_errors", "Failed rounds by error kind", (*LABELS, "kind"))
         self.last = _Gauges("netprobe_last_round_timestamp_seconds", "Unix time the last round started",
                             LABELS)
+        self.path_changes = _Counters("netprobe_path_changes", "Traced paths (hop sequence) that differ "
+                                      "from the round before (mtr: forward, rmtr: return)", LABELS)
+        self._paths: dict[tuple[str, ...], str] = {}      # labels → the last round's path hash
         self._families: tuple[_Histograms | _Gauges | _Counters, ...] = (
-            self.rtt, self.loss, self.jitter, self.rounds, self.errors, self.last)
+            self.rtt, self.loss, self.jitter, self.rounds, self.errors, self.last, self.path_changes)
 
     def register(self, collector: Collector) -> None:
         """A prometheus_client collector, written after the agent's own families."""
@@ -249,6 +254,11 @@ class Metrics:
         hist = self.rtt.child(labels)
         for v in env.samples_ms:          # the answered ones
             self.rtt.observe(hist, v / 1000.0)
+        route = route_of_envelope(env)    # traced rounds only; as the store's path_change events
+        if route is not None:
+            before = self._paths.get(labels)
+            self._paths[labels] = route.hash
+            self.path_changes.inc(labels, 0.0 if before in (None, route.hash) else 1.0)
 
     def text(self) -> bytes:
         out: list[str] = []

@@ -33,6 +33,18 @@ def numeric_fields(result: Mapping[str, Any], prefix: str = "") -> Iterator[tupl
             yield from numeric_fields(value, f"{name}_")
 
 
+def path_id(env: Envelope) -> int | None:
+    """A traced round's path (the hash route events compare) as a number, so a query counts path
+    changes with changes(); its first 48 bits, which a float64 holds exactly. None: not traced."""
+    from netprobe.store.events import route_of_envelope
+
+    route = route_of_envelope(env)
+    try:
+        return int(route.hash[:12], 16) if route is not None else None
+    except ValueError:
+        return None
+
+
 def to_line(env: Envelope) -> str:
     from influxdb_client.client.write.point import Point
     from influxdb_client.domain.write_precision import WritePrecision
@@ -45,6 +57,9 @@ def to_line(env: Envelope) -> str:
     point.field("up", int(env.status == "ok"))
     for name, value in numeric_fields(env.raw["result"]):   # the result's JSON: its numbers by name
         point.field(name, float(value) if isinstance(value, float) else value)
+    path = path_id(env)
+    if path is not None:
+        point.field("path_id", path)
     line: str = point.time(env.started_at, WritePrecision.NS).to_line_protocol()
     return line
 

@@ -10,6 +10,21 @@ import threading
 import time
 from pathlib import Path
 
+# icmp and tcp rounds every second, a few requests each: short tests see several rounds
+FAST_PROBES = """
+[probes.icmp]
+every = "1s"
+count = 3
+interval = "0.05s"
+timeout = "0.5s"
+
+[probes.tcp]
+every = "1s"
+count = 2
+interval = "0.05s"
+timeout = "0.5s"
+"""
+
 CONFIG = """
 [agent]
 id = "t-agent"
@@ -23,18 +38,7 @@ url = "sqlite:///{db}"
 [resolver]
 refresh = "1s"
 
-[probes.icmp]
-every = "1s"
-count = 3
-interval = "0.05s"
-timeout = "0.5s"
-
-[probes.tcp]
-every = "1s"
-count = 2
-interval = "0.05s"
-timeout = "0.5s"
-
+""" + FAST_PROBES + """
 [[targets]]
 id = "lo4"
 host = "127.0.0.1"

@@ -28,7 +28,11 @@ from prometheus_client.utils import floatToGoString
 
 from netprobe.agent.metrics import CONTENT_TYPE, LABELS, RTT_BUCKETS, Metrics, _go
 from netprobe.agent.uplink import UplinkStats
+from netprobe.probes.base import ProbeTarget
 from netprobe.sinks.prometheus import SinkCollector
+from netprobe.store import parse_envelope
+from netprobe.store.events import route_of_envelope
+from tests.support.path_events import CN2, GT, mtr_envelope, t
 
 
 class UplinkCollector(Collector):
@@ -84,6 +88,9 @@ class Reference:
                               registry=r)
         self.last = Gauge("netprobe_last_round_timestamp_seconds", "Unix time the last round started",
                           LABELS, registry=r)
+        self.paths = Counter("netprobe_path_changes", "Traced paths (hop sequence) that differ from the "
+                             "round before (mtr: forward, rmtr: return)", LABELS, registry=r)
+        self.hashes: dict[tuple[str, ...], str] = {}
         r.register(SinkCollector(sink_stats, "netprobe_"))
         r.register(UplinkCollector(uplink_stats))
 
@@ -101,6 +108,11 @@ class Reference:
         hist = self.rtt.labels(*labels)
         for v in env.samples_ms:
             hist.observe(v / 1000.0)
+        route = route_of_envelope(env)
+        if route is not None:
+            before = self.hashes.get(labels)
+            self.hashes[labels] = route.hash
+            self.paths.labels(*labels).inc(0 if before in (None, route.hash) else 1)
 
 
 def rounds(seed: int, n: int) -> list[tuple[Any, Any]]:
@@ -119,7 +131,7 @@ def rounds(seed: int, n: int) -> list[tuple[Any, Any]]:
             result=(None if rnd.random() < 0.3
                     else SimpleNamespace(error_kind=rnd.choice([None, "dns", "refused"]))),
             loss_pct=rnd.choice([None, 0.0, 12.5, 100.0]), sent=rnd.choice([0, 10]),
-            jitter_ms=rnd.choice([None, 0.0, rnd.uniform(0, 50)]), samples_ms=samples)
+            jitter_ms=rnd.choice([None, 0.0, rnd.uniform(0, 50)]), samples_ms=samples, target={})
         out.append((rnd.choice(targets), env))
     return out
 
@@ -145,6 +157,18 @@ def test_text_is_prometheus_clients(monkeypatch: pytest.MonkeyPatch, seed: int, 
     mine.register(Extra())
     ref.registry.register(Extra())
     assert mine.text() == generate_latest(ref.registry)
+
+
+def test_path_changes_count_rounds_whose_path_differs_from_the_round_before() -> None:
+    mine, ref = Metrics(), Reference(lambda: {}, lambda: UplinkStats())
+    target = ProbeTarget(id="hk-cn2", host="198.18.0.2", datacenter="hk", line="cn2-gia")
+    for i, trace in enumerate([CN2, CN2, GT, GT, CN2]):
+        env = parse_envelope(mtr_envelope(t(i), trace))
+        mine.observe(target, env)
+        ref.observe(target, env)
+    line = 'netprobe_path_changes_total{datacenter="hk",line="cn2-gia",probe="mtr",target="hk-cn2"} 2.0'
+    assert line in mine.text().decode()
+    assert f"{line}\n" in generate_latest(ref.registry).decode()
 
 
 def test_numbers_are_written_as_prometheus_client_writes_them() -> None:

@@ -39,6 +39,14 @@ def test_line_protocol_shape() -> None:
     assert flat == {"a": 1, "c_d": 2.5}
 
 
+def test_a_traced_round_carries_its_path_as_a_number() -> None:
+    from tests.support.path_events import CN2, GT, h, mtr_envelope, t
+
+    cn2, gt = (to_line(parse_envelope(mtr_envelope(t(0), trace))) for trace in (CN2, GT))
+    assert f"path_id={int(h(CN2)[:12], 16)}i" in cn2 and f"path_id={int(h(GT)[:12], 16)}i" in gt
+    assert "path_id" not in to_line(parse_envelope(icmp_envelope(t(0), [20.0])))
+
+
 async def test_points_written_through_the_real_client_are_read_back(vm: str) -> None:
     t0 = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=10)
     envs = [icmp_envelope(t0 + timedelta(minutes=i), [30.0 + i, 31.0 + i]) for i in range(5)]

@@ -278,8 +278,7 @@ def _quorum_window(rule: AlertRule, current: dict[Key, AlertState], changed: dic
             # raised while no firing group counts this agent (or the route problem it was part of
             # ended and it goes on): local; raised with its group: part of the route problem
             new = replace(new, local=local)
-            if local:
-                transition = "firing"
+            transition = "firing" if local else None
         elif transition == "resolved" and not old.local:
             transition = None        # it ended with (or after) the route problem it was part of
         current[key] = changed[key] = new

@@ -258,15 +258,19 @@ def _quorum_window(rule: AlertRule, current: dict[Key, AlertState], changed: dic
         old = current.get(key) or AlertState(rule.name, *key, group=group)
         new, transition = states.step(rule, old, seen.value if seen else None, seen.probe if seen else None,
                                       start, end)
+        now_bad = seen.members if seen else old.members
         if new.state == "firing":
-            now_bad = seen.members if seen else ()
             members = now_bad if transition == "firing" else tuple(sorted({*old.members, *now_bad}))
-            new = replace(new, members=members, group=group)
+        else:      # pending: this window's bad pairs (no data: the last ones); ok: none
+            members = now_bad if new.state == "pending" else ()
+        new = replace(new, members=members, group=group)
         current[key] = changed[key] = new
         if transition is not None:
             out.append(_Change(old, new, transition, start, end,
                                _agreement(rule, group, new.members or old.members, seen)))
-    covered = {(a, s.group) for s in current.values() if s.group is not None and s.state == "firing"
+    # a pair is covered by a firing group that counts its agent; one a pending group counts waits
+    # (a route problem may be building up), and turns local only if the group does not fire
+    covered = {(a, s.group) for s in current.values() if s.group is not None and s.state != "ok"
                for a, _ in s.members}
     pairs = {k for k in current if not quorum.is_group(k)} | {k for k in found if rule.matches(k[1])}
     for key in sorted(pairs):

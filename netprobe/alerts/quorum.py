@@ -10,8 +10,14 @@ group's value is the N-th worst of those. So, with the rule's own op and thresho
     it has no data               ⟺ fewer than N agents have a value (nothing changes, as for a pair)
 
 and the group runs the same state machine as a pair (for_windows, clear_threshold). Each agent ×
-target still runs its own: a pair that fires while not covered by a firing group whose agents include
-it is a *local* alert (last mile), recorded and, with `notify_local`, notified as such.
+target still runs its own, and a pair that fires is
+    - part of the route problem when a firing group counts its agent among those that agreed
+      (no alert of its own: the group's names it);
+    - held while a pending group counts its agent (a route problem may be building up: the pair
+      fired first because the group had a window without quorum data);
+    - otherwise a *local* alert (last mile): recorded and, with `notify_local`, notified as such.
+      A pair still firing when the route problem it was part of clears becomes local then.
+A local alert keeps its own course until the pair clears, even if a group fires with it later.
 """
 
 from __future__ import annotations

@@ -206,6 +206,25 @@ async def test_for_windows_counts_the_groups_windows_and_local_alerts_can_stay_q
         ("quiet", "local", True, ("ea",))
 
 
+async def test_a_pair_that_fires_while_its_group_is_pending_waits_for_it(store: Store) -> None:
+    """Window 0 has only ea's rounds (the others' arrive later): the group has no data, ea's pair
+    counts a bad window the group does not; in window 1 ea's pair fires, the group is only pending
+    with ea among the bad: ea waits, and window 2 raises the route problem, nothing local."""
+    sink = Recorder()
+    engine = AlertEngine(store, [rule()], sink, settle=SETTLE)
+    await engine.evaluate_due(at(-1))
+    await put(store, 0, "ea", HK, 5)
+    for minute in (1, 2, 3):
+        for agent in EAST:
+            await put(store, minute, agent, HK, 5 if minute < 3 or agent == "ea" else 0)
+    for minute in range(4):
+        await engine.evaluate_due(at(minute))
+    # window 3: the route clears, ea goes on: its alert is local from then
+    assert [(n.state, n.route, n.local, n.agent, n.window_end) for n in sent(sink)] == [
+        ("firing", True, False, "", T0 + 3 * MINUTE), ("resolved", True, False, "", T0 + 4 * MINUTE),
+        ("firing", False, True, "ea", T0 + 4 * MINUTE)]
+
+
 def test_quorum_is_refused_in_an_agents_config_and_scope_needs_it(tmp_path: Path) -> None:
     import subprocess
     import sys

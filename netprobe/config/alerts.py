@@ -63,7 +63,7 @@ class AlertRule(StrictModel):
     clear_threshold: float | None = Field(
         default=None, description="a firing alert clears only at or beyond this (below for > and >=, "
                                   "above for < and <=); default: threshold")
-    window: Duration = Field(default=300.0, ge=10, le=86400,
+    window: Duration = Field(default=300.0, ge=5, le=86400,
                              description="length of the consecutive, UTC-aligned windows evaluated")
     for_windows: int = Field(default=1, ge=1, le=1000, description="bad windows in a row that raise it")
     targets: Annotated[tuple[str, ...], BeforeValidator(as_tuple)] = Field(

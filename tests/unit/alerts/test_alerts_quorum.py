@@ -21,7 +21,7 @@ from netprobe.dashboard.alerts import alert_history_html
 from netprobe.store import Store, open_store
 from netprobe.store import alert_events as history
 from netprobe.store.fleet import AgentInfo, TargetInfo
-from tests.support.pg import scratch_database
+from tests.support.pg import BOTH, database_url
 from tests.support.store import icmp_envelope, typed
 from tests.unit.alerts.test_alerts_engine import Recorder
 
@@ -44,13 +44,10 @@ def at(minute: int) -> datetime:
     return T0 + (minute + 1) * MINUTE + timedelta(seconds=SETTLE)
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+@pytest.fixture(params=BOTH)
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'c.db'}"
-    else:
-        with scratch_database() as pg:
-            yield pg
+    with database_url(request.param, tmp_path) as got:
+        yield got
 
 
 @pytest.fixture

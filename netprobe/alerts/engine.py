@@ -329,27 +329,27 @@ def _open(rule: AlertRule, current: Mapping[Key, AlertState], agents: Mapping[st
 def _events(rule: AlertRule, c: _Change, targets: Mapping[str, TargetInfo]) -> list[AlertEvent]:
     """alert_events rows of one transition: one per agent × target (a quorum alert: per member)."""
     a = c.agreement
-    at = c.end
     started = c.old.started_at if c.transition == "resolved" else c.new.started_at
-    if a is None:
-        t = targets.get(c.new.target_id)
-        return [AlertEvent(rule=rule.name, agent_id=c.new.agent_id, target_id=c.new.target_id,
-                           metric=rule.metric, value=c.new.value, threshold=rule.threshold,
-                           state=c.transition, at=at, datacenter=t.datacenter if t else None,
-                           line=t.line if t else None, started_at=started)]
-    g = a.group
-    common: dict[str, Any] = {"rule": rule.name, "metric": rule.metric, "threshold": rule.threshold, "at": at,
-                              "datacenter": g.datacenter, "line": g.line or None, "local": a.local,
-                              "scope": g.scope, "scope_value": g.scope_value, "quorum": a.quorum,
-                              "agents": a.agents, "started_at": started}
-    if a.local:
-        return [AlertEvent(agent_id=c.new.agent_id, target_id=c.new.target_id, value=c.new.value,
-                           state="local" if c.transition == "firing" else "resolved",
-                           details={"reporting": a.reporting}, **common)]
-    members = c.new.members or c.old.members
+    common: dict[str, Any] = {"rule": rule.name, "metric": rule.metric, "threshold": rule.threshold,
+                              "at": c.end, "started_at": started}
+    if a is not None:
+        g = a.group
+        common.update(local=a.local, scope=g.scope, scope_value=g.scope_value, quorum=a.quorum,
+                      agents=a.agents)
+
+    def where(target_id: str) -> dict[str, Any]:
+        t = targets.get(target_id)
+        return {"datacenter": t.datacenter if t else None, "line": t.line if t else None}
+
+    if a is None or a.local:
+        state = "local" if a is not None and c.transition == "firing" else c.transition
+        details: dict[str, Any] = {"reporting": a.reporting} if a is not None else {}
+        return [AlertEvent(agent_id=c.new.agent_id, target_id=c.new.target_id, value=c.new.value, state=state,
+                           details=details, **where(c.new.target_id), **common)]
     details = {"quorum_value": c.new.value, "values": dict(a.values), "reporting": a.reporting}
     return [AlertEvent(agent_id=agent, target_id=target, value=a.values.get(agent), state=c.transition,
-                       details=details, **common) for agent, target in members]
+                       details=details, **where(target), **common)
+            for agent, target in c.new.members or c.old.members]
 
 
 class Alerting:

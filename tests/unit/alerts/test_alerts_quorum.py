@@ -222,6 +222,21 @@ async def test_a_pair_that_fires_while_its_group_is_pending_waits_for_it(store: 
         ("firing", False, True, "ea", T0 + 4 * MINUTE)]
 
 
+async def test_a_plain_rule_records_its_transitions_too(store: Store) -> None:
+    engine = AlertEngine(store, [rule(quorum=None, for_windows=1)], Recorder(), settle=SETTLE)
+    await engine.evaluate_due(at(-1))
+    await put(store, 0, "ea", TYO, 5)
+    await put(store, 1, "ea", TYO, 0)
+    for minute in range(2):
+        await engine.evaluate_due(at(minute))
+    rows = await history.history(store, "ea", "tyo-cn2", T0, T0 + MINUTE * 5)
+    assert [(e.state, e.at, e.value, e.datacenter, e.line, e.local, e.quorum, e.agents, e.started_at)
+            for e in rows] == [("resolved", T0 + 2 * MINUTE, 0.0, "tokyo", "cn2-gia", False, None, (), T0),
+                               ("firing", T0 + MINUTE, 50.0, "tokyo", "cn2-gia", False, None, (), T0)]
+    assert await history.firing(store) == []
+    assert await history.history(store, "ea", "tyo-cn2", T0 + 3 * MINUTE, T0 + MINUTE * 5) == []
+
+
 def test_quorum_is_refused_in_an_agents_config_and_scope_needs_it(tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -303,9 +303,13 @@ def _agreement(rule: AlertRule, group: Group, members: Sequence[Key], seen: Judg
 
 def _local_agreement(rule: AlertRule, group: Group, key: Key, state: AlertState, seen: Judged | None
                      ) -> Agreement:
+    """Local to the agents of the group bad in the window (fewer than the quorum), this one among them."""
     assert rule.quorum is not None
-    values = {key[0]: state.value} if state.value is not None else {}
-    return Agreement(group=group, quorum=rule.quorum, local=True, agents=(key[0],), targets=(key[1],),
+    agents = seen.agents if seen is not None and key[0] in seen.agents else (key[0],)
+    values = {a: v for a, v in seen.values.items() if a in agents} if seen is not None else {}
+    if state.value is not None:
+        values[key[0]] = state.value
+    return Agreement(group=group, quorum=rule.quorum, local=True, agents=agents, targets=(key[1],),
                      values=values, reporting=seen.reporting if seen else 0)
 
 

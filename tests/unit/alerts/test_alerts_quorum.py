@@ -222,6 +222,24 @@ async def test_a_pair_that_fires_while_its_group_is_pending_waits_for_it(store: 
         ("firing", False, True, "ea", T0 + 4 * MINUTE)]
 
 
+async def test_a_condition_seen_by_fewer_than_the_quorum_is_local_to_each_of_them(store: Store) -> None:
+    sink = Recorder()
+    engine = AlertEngine(store, [rule(quorum=3, for_windows=1)], sink, settle=SETTLE)
+    await engine.evaluate_due(at(-1))
+    for agent in EAST:
+        await put(store, 0, agent, HK, 0 if agent == "ec" else 5)
+    await engine.evaluate_due(at(0))
+    notes = sent(sink)
+    assert [(n.agent, n.local) for n in notes] == [("ea", True), ("eb", True)]
+    for n in notes:
+        assert n.agreement is not None and n.agreement.agents == ("ea", "eb")
+        assert "local to ea, eb: 2 of 3 agent(s) of region cn-east (quorum 3)" in n.summary()
+        assert formats.webhook(n)["agent_values"] == {"ea": 50.0, "eb": 50.0}
+    rows = await history.firing(store)
+    assert [(e.agent_id, e.state, e.agents) for e in rows] == [("ea", "local", ("ea", "eb")),
+                                                               ("eb", "local", ("ea", "eb"))]
+
+
 async def test_a_plain_rule_records_its_transitions_too(store: Store) -> None:
     engine = AlertEngine(store, [rule(quorum=None, for_windows=1)], Recorder(), settle=SETTLE)
     await engine.evaluate_due(at(-1))

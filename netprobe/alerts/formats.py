@@ -109,8 +109,7 @@ class Notification:
         a = self.agreement
         if a is not None:
             seen = ", ".join(f"{agent} {number(v)}{unit(r.metric)}" for agent, v in a.values.items())
-            lines.append(f"{'local: ' if a.local else 'quorum: '}{a.who()}"
-                         + (f"; values: {seen}" if seen else ""))
+            lines.append(a.who() + (f"; values: {seen}" if seen else ""))
         return "\n".join(lines)
 
 

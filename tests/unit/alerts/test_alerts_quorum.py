@@ -142,6 +142,11 @@ async def test_route_problem_raises_one_quorum_alert_and_a_last_mile_stays_local
     assert (lbody["local"], lbody["agents"], lbody["agent"], lbody["target"]) == \
         (True, ["ec"], "ec", "tyo-cn2")
     assert tyo.summary().startswith("[LOCAL] loss:") and "last mile" in tyo.summary()
+    [lam] = formats.alertmanager(tyo)
+    assert lam["labels"] == {"alertname": "loss", "metric": "loss_pct", "severity": "warning",
+                             "source": "netprobe", "scope": "region", "scope_value": "cn-east",
+                             "datacenter": "tokyo", "line": "cn2-gia", "local": "true", "agent": "ec",
+                             "target": "tyo-cn2"}
     for style in ("markdown", "text"):
         assert "ea, eb, ec" in str(formats.feishu(fired, style)) + str(formats.dingtalk(fired, style)) + \
             str(formats.wecom(fired, style))

@@ -17,15 +17,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from netprobe.alerts import states
-from netprobe.alerts.formats import Notification
+from netprobe.alerts import states, transitions
+from netprobe.alerts.formats import Agreement, Notification
 from netprobe.alerts.notify import Dispatcher
 from netprobe.alerts.states import AlertState, Transition
-from netprobe.alerts.values import Value, WindowReader
+from netprobe.alerts.values import WindowReader
 from netprobe.config.alerts import AlertRule, NotifierConfig
 from netprobe.logs import log_event
-from netprobe.store import Store
+from netprobe.store import Store, fleet
 from netprobe.store.alert_states import AlertStates
+from netprobe.store.fleet import AgentInfo, TargetInfo
 from netprobe.times import iso, utc_now
 
 log = logging.getLogger("netprobe.alerts")
@@ -107,11 +108,12 @@ class AlertEngine:
         """Evaluate every window that has closed and settled by `now`; returns (and submits) what was
         sent: transitions, and repeats of still-firing alerts."""
         reader = WindowReader(self._store, self._agent)
+        known = _Fleet(self._store)
         sent: list[Notification] = []
         self._failed = False
         for rule in self.rules:
             try:
-                notes = await self._evaluate(rule, reader, now)
+                notes = await self._evaluate(rule, reader, known, now)
             except Exception as exc:   # the database is away: this rule's windows wait for the next pass
                 self._failed = True
                 self.stats.errors += 1
@@ -125,7 +127,8 @@ class AlertEngine:
         self.stats.firing = sum(self._firing.values())
         return sent
 
-    async def _evaluate(self, rule: AlertRule, reader: WindowReader, now: datetime) -> list[Notification]:
+    async def _evaluate(self, rule: AlertRule, reader: WindowReader, fleet: _Fleet, now: datetime
+                        ) -> list[Notification]:
         width = timedelta(seconds=rule.window)
         # end of the newest window that has closed and settled
         closed = align_down(now - timedelta(seconds=self.settle), rule.window)
@@ -142,8 +145,9 @@ class AlertEngine:
             self._cursor[rule.name] = cur
             return []
         values = [await reader.values(rule.metric, start, end, rule.slo_ttft_ms) for start, end in windows]
+        agents, targets = await fleet.get()
 
-        notes: list[Notification] = []
+        changes: list[transitions.Change] = []
         async with self._states.locked(rule.name) as stored:
             current = states.by_key(stored.rows)
             done = states.cursor(current.values())
@@ -151,45 +155,58 @@ class AlertEngine:
             for (start, end), found in zip(windows, values, strict=True):
                 if done is not None and end <= done:
                     continue     # another evaluator (a second collector) applied it already
-                for key in sorted(set(current) | {k for k in found if rule.matches(k[1])}):
-                    old = current.get(key) or AlertState(rule.name, *key)
-                    value = found.get(key) if rule.matches(key[1]) else None
-                    new, transition = _step(rule, old, value, start, end)
-                    current[key] = changed[key] = new
-                    if transition is not None:
-                        notes.append(self._notification(rule, old, new, transition, start, end, now))
+                if rule.quorum is None:
+                    changes += transitions.plain_window(rule, current, changed, found, start, end)
+                else:
+                    changes += transitions.quorum_window(rule, current, changed, found, agents, targets,
+                                                         start, end)
                 self.stats.windows += 1
             await stored.save([states.to_row(s, rule) for s in changed.values()], now)
+            await stored.record([e for c in changes for e in transitions.events(rule, c, targets)])
         self._cursor[rule.name] = windows[-1][1]
+        notes = [self._notification(rule, c.old, c.new, c.transition, c.start, c.end, now, c.agreement)
+                 for c in changes]
         for n in notes:
             self.stats.transitions[n.state] += 1
             log_event(log, "info", "alert state changed", alert=rule.name, state=n.state, agent=n.agent,
-                      target=n.target, value=n.value, window_end=iso(n.window_end))
-        firing = [s for s in current.values() if s.state == "firing"]
-        self._firing[rule.name] = len(firing)
-        raised = {(n.agent, n.target) for n in notes}
+                      target=n.target, value=n.value, window_end=iso(n.window_end),
+                      **({"local": n.local, "agents": ",".join(n.agreement.agents)} if n.agreement else {}))
         start, end = windows[-1]
-        notes += [self._notification(rule, s, s, None, start, end, now)
-                  for s in firing if s.key not in raised]
-        return notes
+        repeats = [self._notification(rule, s, s, None, start, end, now, agreement)
+                   for s, agreement in transitions.open_alerts(rule, current, agents, targets)]
+        self._firing[rule.name] = len(repeats)
+        raised = {n.id for n in notes}
+        notes += [n for n in repeats if n.id not in raised]
+        # a local alert is recorded either way; notified only when the rule says so
+        return [n for n in notes if rule.notify_local or not n.local]
 
     def _notification(self, rule: AlertRule, old: AlertState, new: AlertState, transition: Transition | None,
-                      start: datetime, end: datetime, now: datetime) -> Notification:
+                      start: datetime, end: datetime, now: datetime, agreement: Agreement | None = None
+                      ) -> Notification:
         resolved = transition == "resolved"
+        route = agreement is not None and not agreement.local
         # Alertmanager drops a firing alert at endsAt: re-sent every window, so three windows of slack
         valid = now + timedelta(seconds=3 * rule.window + self.settle)
-        return Notification(rule=rule, agent=new.agent_id, target=new.target_id,
+        return Notification(rule=rule, agent="" if route else new.agent_id,
+                            target="" if route else new.target_id,
                             state="resolved" if resolved else "firing", value=new.value, probe=new.probe,
                             started_at=old.started_at if resolved else new.started_at,
                             ended_at=end if resolved else None,
-                            window_start=start, window_end=end, valid_until=valid, repeat=transition is None)
+                            window_start=start, window_end=end, valid_until=valid, repeat=transition is None,
+                            agreement=agreement)
 
 
-def _step(rule: AlertRule, old: AlertState, value: Value | None, start: datetime, end: datetime
-          ) -> tuple[AlertState, Transition | None]:
-    new, transition = states.step(rule, old, value.value if value else None, value.probe if value else None,
-                                  start, end)
-    return new, transition
+class _Fleet:
+    """The agents and targets tables, read once per pass and only when a rule has windows due."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._got: tuple[dict[str, AgentInfo], dict[str, TargetInfo]] | None = None
+
+    async def get(self) -> tuple[dict[str, AgentInfo], dict[str, TargetInfo]]:
+        if self._got is None:
+            self._got = (await fleet.load_agents(self._store), await fleet.load_targets(self._store))
+        return self._got
 
 
 class Alerting:

@@ -7,10 +7,12 @@ import hashlib
 import hmac
 import time
 import urllib.parse
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from netprobe.alerts.quorum import Group
 from netprobe.config.alerts import AlertRule, NotifierConfig
 from netprobe.times import iso
 
@@ -22,6 +24,28 @@ def unit(metric: str) -> str:
     if metric.endswith("_ms"):
         return " ms"
     return "/min" if metric.endswith("_per_min") else ""
+
+
+@dataclass(frozen=True, slots=True)
+class Agreement:
+    """Quorum rules: which agents saw it. A quorum alert names the group (its agent and target are
+    ""); a local one is one agent × target's, seen by fewer agents than the quorum."""
+
+    group: Group
+    quorum: int
+    local: bool
+    agents: tuple[str, ...]                  # the agents that agreed (local: the one agent)
+    targets: tuple[str, ...]                 # their targets in the group
+    values: Mapping[str, float] = field(default_factory=dict)   # each agent's value in the window
+    reporting: int = 0                       # agents of the scope with a value on the group then
+
+    def who(self) -> str:
+        g = self.group
+        scope = f"{g.scope} {g.scope_value}" if g.scope_value else f"no {g.scope}"
+        if self.local:
+            return (f"local to {', '.join(self.agents)}: {len(self.agents)} of {self.reporting} agent(s) of "
+                    f"{scope} (quorum {self.quorum}): last mile, not the route")
+        return f"{len(self.agents)} agents of {scope} agree ({', '.join(self.agents)}; quorum {self.quorum})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,18 +64,36 @@ class Notification:
     window_end: datetime
     valid_until: datetime             # Alertmanager endsAt while firing: re-sent before this passes
     repeat: bool = False
+    agreement: Agreement | None = None   # quorum rules
+
+    @property
+    def route(self) -> bool:
+        """A quorum alert (about a datacenter and line, not one agent × target)."""
+        return self.agreement is not None and not self.agreement.local
+
+    @property
+    def local(self) -> bool:
+        return self.agreement is not None and self.agreement.local
 
     @property
     def id(self) -> str:
-        return f"{self.rule.name}/{self.agent}/{self.target}"
+        a = self.agreement
+        if a is not None and not a.local:
+            return f"{self.rule.name}/{a.group.scope}={a.group.scope_value}/{a.group.label()}"
+        return f"{self.rule.name}/{self.agent}/{self.target}" + ("/local" if self.local else "")
 
     def summary(self) -> str:
         r = self.rule
         shown = f"{r.metric} {number(self.value)}{unit(r.metric)}"
+        a = self.agreement
+        where = f"{a.group.label()}" if a is not None and not a.local else f"{self.agent} → {self.target}"
+        tail = f": {a.who()}" if a is not None and self.state == "firing" else ""
         if self.state == "firing":
-            return f"[FIRING] {r.name}: {shown} {r.op} {number(r.threshold)} on {self.agent} → {self.target}"
+            head = "[LOCAL]" if self.local else "[FIRING]"
+            return f"{head} {r.name}: {shown} {r.op} {number(r.threshold)} on {where}{tail}"
         side = "≤" if r.op in (">", ">=") else "≥"
-        return f"[RESOLVED] {r.name}: {shown} ({side} {number(r.clear_at)}) on {self.agent} → {self.target}"
+        kind = " (local)" if self.local else ""
+        return f"[RESOLVED] {r.name}: {shown} ({side} {number(r.clear_at)}) on {where}{kind}"
 
     def description(self) -> str:
         r = self.rule
@@ -64,6 +106,10 @@ class Notification:
             lines.append(f"since {iso(self.started_at)}")
         if self.ended_at is not None:
             lines.append(f"ended {iso(self.ended_at)}")
+        a = self.agreement
+        if a is not None:
+            seen = ", ".join(f"{agent} {number(v)}{unit(r.metric)}" for agent, v in a.values.items())
+            lines.append(a.who() + (f"; values: {seen}" if seen else ""))
         return "\n".join(lines)
 
 
@@ -85,13 +131,33 @@ def _span(seconds: float) -> str:
 
 def webhook(n: Notification) -> dict[str, Any]:
     r = n.rule
-    return {"alert": r.name, "rule": r.name, "id": n.id, "state": n.state, "agent": n.agent,
-            "target": n.target,
-            "metric": r.metric, "value": n.value, "op": r.op, "threshold": r.threshold,
-            "clear_threshold": r.clear_at, "for_windows": r.for_windows, "severity": r.severity,
-            "probe": n.probe, "started_at": iso_or_none(n.started_at), "ended_at": iso_or_none(n.ended_at),
-            "window": {"start": iso(n.window_start), "end": iso(n.window_end), "seconds": int(r.window)},
-            "summary": n.summary()}
+    body: dict[str, Any] = {
+        "alert": r.name, "rule": r.name, "id": n.id, "state": n.state,
+        "agent": None if n.route else n.agent, "target": None if n.route else n.target,
+        "metric": r.metric, "value": n.value, "op": r.op, "threshold": r.threshold,
+        "clear_threshold": r.clear_at, "for_windows": r.for_windows, "severity": r.severity,
+        "probe": n.probe, "started_at": iso_or_none(n.started_at), "ended_at": iso_or_none(n.ended_at),
+        "window": {"start": iso(n.window_start), "end": iso(n.window_end), "seconds": int(r.window)},
+        "summary": n.summary(), "local": n.local, "quorum": r.quorum}
+    a = n.agreement
+    if a is not None:
+        body.update(scope=a.group.scope, scope_value=a.group.scope_value, datacenter=a.group.datacenter,
+                    line=a.group.line, agents=list(a.agents), targets=list(a.targets),
+                    agent_values=dict(a.values), reporting=a.reporting)
+    return body
+
+
+def _labels(n: Notification) -> dict[str, str]:
+    """Alertmanager's identity of the alert: the same while it fires, re-sent, and resolves."""
+    r = n.rule
+    base = {"alertname": r.name, "metric": r.metric, "severity": r.severity, "source": "netprobe"}
+    a = n.agreement
+    if a is None:
+        return {**base, "agent": n.agent, "target": n.target}
+    g = a.group
+    scope = {"scope": g.scope, "scope_value": g.scope_value, "datacenter": g.datacenter, "line": g.line,
+             "local": "true" if a.local else "false"}
+    return {**base, **scope, "agent": n.agent, "target": n.target} if a.local else {**base, **scope}
 
 
 def alertmanager(n: Notification) -> list[dict[str, Any]]:
@@ -100,10 +166,11 @@ def alertmanager(n: Notification) -> list[dict[str, Any]]:
     r = n.rule
     starts = n.started_at or n.window_start
     ends = n.ended_at if n.state == "resolved" and n.ended_at is not None else n.valid_until
-    return [{"labels": {"alertname": r.name, "agent": n.agent, "target": n.target, "metric": r.metric,
-                        "severity": r.severity, "source": "netprobe"},
-             "annotations": {"summary": n.summary(), "description": n.description(),
-                             "value": number(n.value), "threshold": number(r.threshold)},
+    annotations = {"summary": n.summary(), "description": n.description(), "value": number(n.value),
+                   "threshold": number(r.threshold)}
+    if n.agreement is not None:
+        annotations.update(agents=",".join(n.agreement.agents), quorum=str(n.agreement.quorum))
+    return [{"labels": _labels(n), "annotations": annotations,
              "startsAt": iso(starts), "endsAt": iso(max(ends, starts + timedelta(seconds=1)))}]
 
 

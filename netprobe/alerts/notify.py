@@ -241,4 +241,7 @@ def _log_line(n: Notification) -> None:
               agent=n.agent, target=n.target, metric=n.rule.metric, value=n.value, op=n.rule.op,
               threshold=n.rule.threshold, clear_threshold=n.rule.clear_at, probe=n.probe,
               started_at=formats.iso_or_none(n.started_at), ended_at=formats.iso_or_none(n.ended_at),
-              window_end=formats.iso_or_none(n.window_end))
+              window_end=formats.iso_or_none(n.window_end),
+              **({"local": n.local, "agents": ",".join(n.agreement.agents),
+                  "datacenter": n.agreement.group.datacenter, "line": n.agreement.group.line}
+                 if n.agreement is not None else {}))

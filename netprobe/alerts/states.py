@@ -5,7 +5,8 @@
      └────────────┘
 
 A window without data changes nothing. Only ok/pending → firing ("firing") and firing → ok
-("resolved") are transitions worth a notification.
+("resolved") are transitions worth a notification. Quorum rules (netprobe.alerts.quorum) run the
+same machine per group as well, on the group's value.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Literal
 
+from netprobe.alerts.quorum import Group
 from netprobe.config.alerts import AlertRule
 from netprobe.store.alert_states import AlertStateRow
 
@@ -37,6 +39,9 @@ class AlertState:
     started_at: datetime | None = None   # start of the first bad window of the streak
     fired_at: datetime | None = None     # end of the window that raised it
     window_end: datetime | None = None   # end of the last window evaluated
+    local: bool = False                  # quorum rules, a pair: its firing is local (last mile)
+    members: tuple[Key, ...] = ()        # quorum group: the pairs that agreed while it fires
+    group: Group | None = None           # quorum group: which one (None: an agent × target)
 
     @property
     def key(self) -> Key:
@@ -52,7 +57,8 @@ def step(rule: AlertRule, current: AlertState, value: float | None, probe: str |
     bad = rule.is_bad(value)
     if current.state == "firing":
         if rule.is_clear(value):
-            return replace(seen, state="ok", bad_windows=0, started_at=None, fired_at=None), "resolved"
+            return replace(seen, state="ok", bad_windows=0, started_at=None, fired_at=None, local=False,
+                           members=()), "resolved"
         # between the thresholds, or still bad: hysteresis keeps it firing
         return replace(seen, bad_windows=current.bad_windows + bad), None
     if not bad:
@@ -71,14 +77,18 @@ def from_row(row: AlertStateRow) -> AlertState:
     state: State = row.state if row.state in ("ok", "pending", "firing") else "ok"   # type: ignore[assignment]
     return AlertState(rule=row.rule, agent_id=row.agent_id, target_id=row.target_id, state=state,
                       bad_windows=row.bad_windows, value=row.value, probe=row.probe,
-                      started_at=row.started_at, fired_at=row.fired_at, window_end=row.window_end)
+                      started_at=row.started_at, fired_at=row.fired_at, window_end=row.window_end,
+                      local=row.local, members=row.members,
+                      group=Group(*row.group) if row.group is not None else None)
 
 
 def to_row(s: AlertState, rule: AlertRule) -> AlertStateRow:
     return AlertStateRow(rule=s.rule, agent_id=s.agent_id, target_id=s.target_id, state=s.state,
                          bad_windows=s.bad_windows, value=s.value, started_at=s.started_at, probe=s.probe,
                          fired_at=s.fired_at, window_end=s.window_end, window_s=int(rule.window),
-                         metric=rule.metric)
+                         metric=rule.metric, local=s.local, members=s.members,
+                         group=(s.group.scope, s.group.scope_value, s.group.datacenter, s.group.line)
+                         if s.group is not None else None)
 
 
 def by_key(rows: Iterable[AlertStateRow]) -> dict[Key, AlertState]:

@@ -29,7 +29,6 @@ log = logging.getLogger("netprobe.collector")
 CUT_AFTER = 1.0          # after the grace, requests still running get this long, then are cancelled
 FLUSH_GRACE = 2.0        # the Influx queue gets this long to drain on shutdown
 ALERTS_GRACE = 0.5       # alerts stop and flush notifications this long at most
-ALERTS_SETTLE = 60.0     # windows are evaluated this long after they close: agents upload in batches
 
 
 def _url(host: str, port: int) -> str:
@@ -66,7 +65,8 @@ class Collector:
     async def _start(self, stack: AsyncExitStack) -> None:
         cfg = self.config
         sinks = self._sinks()    # an unreadable token file fails here, before the store opens
-        alerts = alerting(cfg.alerts, cfg.notifiers, settle=ALERTS_SETTLE)   # reads notifier secrets
+        # reads notifier secrets
+        alerts = alerting(cfg.alerts, cfg.notifiers, settle=cfg.collector.alert_settle)
         try:
             self.store = store = await open_store(cfg.storage.url)
         except BaseException:

@@ -122,7 +122,7 @@ def _build(data: dict[str, Any], problems: list[str]) -> Config | None:
     raw_targets = data.get("targets")
     target_ids = [t["id"] for t in raw_targets if isinstance(t, dict) and isinstance(t.get("id"), str)] \
         if isinstance(raw_targets, list) else []
-    alerts, notifiers = check_alerting(data, problems, target_ids)
+    alerts, notifiers = check_alerting(data, problems, target_ids, agent=True)
     reflector = sections.get("reflector")
     users = [t.id for t in targets if t.option(REFLECTOR_KEY)]
     if users and isinstance(reflector, ReflectorConfig) and not reflector.configured:

@@ -17,6 +17,7 @@ from pydantic import (
     Field,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from netprobe.config.base import Ident, StrictModel, as_tuple, check_unique, is_http_url
@@ -25,6 +26,7 @@ from netprobe.config.loader import validate_model
 from netprobe.config.secrets import read_secret
 
 Op = Literal[">", ">=", "<", "<="]
+Scope = Literal["region", "isp"]
 Kind = Literal["webhook", "alertmanager", "feishu", "dingtalk", "wecom", "log"]
 SIGNED = ("dingtalk", "feishu")              # kinds whose bots can require a signature
 WITH_HEADERS = ("webhook", "alertmanager")   # kinds that take extra HTTP headers
@@ -61,7 +63,7 @@ class AlertRule(StrictModel):
     clear_threshold: float | None = Field(
         default=None, description="a firing alert clears only at or beyond this (below for > and >=, "
                                   "above for < and <=); default: threshold")
-    window: Duration = Field(default=300.0, ge=10, le=86400,
+    window: Duration = Field(default=300.0, ge=5, le=86400,
                              description="length of the consecutive, UTC-aligned windows evaluated")
     for_windows: int = Field(default=1, ge=1, le=1000, description="bad windows in a row that raise it")
     targets: Annotated[tuple[str, ...], BeforeValidator(as_tuple)] = Field(
@@ -73,6 +75,12 @@ class AlertRule(StrictModel):
     slo_ttft_ms: float = Field(default=1000.0, gt=0, le=600_000,
                                description="attainment_pct: the time-to-first-token target, ms (a new "
                                            "TLS 1.3 connection: 3 round trips)")
+    quorum: int | None = Field(default=None, ge=1, le=1000,
+                               description="collector only: raise only when at least this many agents of "
+                                           "one scope are bad on the same datacenter and line in a window")
+    scope: Scope = Field(default="region", description="quorum: agents agree within one region or one isp")
+    notify_local: bool = Field(default=True, description="quorum: notify a condition seen by fewer agents "
+                                                         "(local to them: last mile); recorded either way")
 
     @field_validator("window")
     @classmethod
@@ -94,6 +102,19 @@ class AlertRule(StrictModel):
             raise ValueError(f"{value:g} is below threshold {threshold:g}: with op {op!r} an alert clears "
                              "at or above clear_threshold, so it must not be under threshold")
         return value
+
+    @model_validator(mode="after")
+    def _quorum_keys(self) -> AlertRule:
+        if self.quorum is None:
+            given = [k for k in ("scope", "notify_local") if k in self.model_fields_set]
+            if given:
+                raise ValueError(f"{given[0]} applies only with quorum = N")
+        return self
+
+    @property
+    def worst_first(self) -> bool:
+        """Whether a higher value is worse (op > or >=)."""
+        return self.op in (">", ">=")
 
     @property
     def clear_at(self) -> float:
@@ -172,10 +193,11 @@ class NotifierConfig(StrictModel):
                            env=self.secret_env)
 
 
-def check_alerting(data: Mapping[str, Any], problems: list[str], target_ids: Sequence[str] | None = None
-                   ) -> tuple[tuple[AlertRule, ...], tuple[NotifierConfig, ...]]:
+def check_alerting(data: Mapping[str, Any], problems: list[str], target_ids: Sequence[str] | None = None,
+                   *, agent: bool = False) -> tuple[tuple[AlertRule, ...], tuple[NotifierConfig, ...]]:
     """Validate the `alerts` and `notifiers` arrays of a config file; problems are appended, named by
-    path. `target_ids`: the agent's targets, so a literal id that names none is caught (None: any)."""
+    path. `target_ids`: the agent's targets, so a literal id that names none is caught (None: any).
+    `agent`: an agent's file, where quorum has no meaning (an agent sees only itself)."""
 
     tables: dict[str, list[dict[str, Any]]] = {}
     for key, example in (("alerts", "[[alerts]]"), ("notifiers", "[[notifiers]]")):
@@ -197,6 +219,10 @@ def check_alerting(data: Mapping[str, Any], problems: list[str], target_ids: Seq
     rule_names: dict[str, int] = {}
     for i, table in enumerate(tables["alerts"]):
         where = f"alerts[{i}]"
+        if agent and "quorum" in table:
+            problems.append(f"{where}.quorum: collector only: an agent sees only itself; put quorum rules "
+                            "in the collector's [[alerts]]")
+            table = {k: v for k, v in table.items() if k not in ("quorum", "scope", "notify_local")}
         rule = validate_model(AlertRule, table, where, problems)
         check_unique(rule_names, table.get("name"), i, f"{where}.name", "alert", "alerts", problems)
         notify = table.get("notify")

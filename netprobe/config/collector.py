@@ -44,6 +44,9 @@ class CollectorSection(StrictModel):
                            description="most envelopes in one POST; more is answered 413")
     grace: Duration = Field(default=5.0, ge=0, le=300,
                             description="on SIGTERM, how long requests in flight may take to finish")
+    alert_settle: Duration = Field(default=60.0, ge=0, le=3600,
+                                   description="alert windows are evaluated this long after they close "
+                                               "(agents upload in batches; late rounds still count)")
 
     @field_validator("listen")
     @classmethod

@@ -6,7 +6,7 @@ collectors on one PostgreSQL apply each window once between them (netprobe.alert
 from __future__ import annotations
 
 import zlib
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import select, text
 
+from netprobe.store import alert_events
 from netprobe.store.engine import AsyncConnection, upsert
 from netprobe.store.schema import alert_states
 from netprobe.store.store import Store
@@ -39,6 +40,9 @@ class AlertStateRow:
     window_end: datetime | None = None
     window_s: int | None = None
     metric: str | None = None
+    local: bool = False                              # quorum rules: a pair's alert is local (last mile)
+    members: tuple[tuple[str, str], ...] = ()        # quorum groups: agent × target pairs that agreed
+    group: tuple[str, str, str, str] | None = None   # quorum groups: scope, scope value, datacenter, line
 
     @property
     def key(self) -> tuple[str, str]:
@@ -55,17 +59,31 @@ def _from_db(row: Mapping[Any, Any]) -> AlertStateRow:
         details = {}
     window_s = details.get("window_s")
     metric = details.get("metric")
+    members = details.get("members")
+    group = details.get("group")
     return AlertStateRow(rule=row["rule"], agent_id=row["agent_id"], target_id=row["target_id"],
                          state=row["state"], bad_windows=int(row["bad_windows"] or 0), value=row["value"],
                          started_at=row["started_at"], probe=details.get("probe"),
                          fired_at=_dt(details.get("fired_at")), window_end=_dt(details.get("window_end")),
                          window_s=window_s if isinstance(window_s, int) else None,
-                         metric=metric if isinstance(metric, str) else None)
+                         metric=metric if isinstance(metric, str) else None,
+                         local=details.get("local") is True,
+                         members=tuple((str(a), str(t)) for a, t in members)
+                         if isinstance(members, list) else (),
+                         group=(str(group[0]), str(group[1]), str(group[2]), str(group[3]))
+                         if isinstance(group, list) and len(group) == 4 else None)
 
 
 def _to_db(r: AlertStateRow, now: datetime) -> dict[str, Any]:
-    details = {"window_end": iso(r.window_end) if r.window_end else None, "window_s": r.window_s,
+    details: dict[str, Any] = {
+        "window_end": iso(r.window_end) if r.window_end else None, "window_s": r.window_s,
                "metric": r.metric, "probe": r.probe, "fired_at": iso(r.fired_at) if r.fired_at else None}
+    if r.local:
+        details["local"] = True
+    if r.members:
+        details["members"] = [list(m) for m in r.members]
+    if r.group is not None:
+        details["group"] = list(r.group)
     return {"rule": r.rule, "agent_id": r.agent_id, "target_id": r.target_id, "state": r.state,
             "bad_windows": r.bad_windows, "value": r.value, "started_at": r.started_at, "updated_at": now,
             "details": details}
@@ -97,6 +115,10 @@ class RuleRows:
             set_={c: stmt.excluded[c] for c in ("state", "bad_windows", "value", "started_at", "updated_at",
                                                  "details")})
         await self._conn.execute(stmt, values)
+
+    async def record(self, events: Sequence[alert_events.AlertEvent]) -> None:
+        """The transitions these rows went through (alert_events), in the same transaction."""
+        await alert_events.insert(self._conn, events)
 
 
 class AlertStates:

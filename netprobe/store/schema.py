@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    Boolean,
     Column,
     DateTime,
     Dialect,
@@ -175,6 +176,30 @@ alert_states = Table(
     Column("started_at", UTCDateTime()),
     Column("updated_at", UTCDateTime(), nullable=False),
     Column("details", json_type()),
+)
+
+alert_events = Table(
+    "alert_events", metadata,        # every alert transition, for the dashboard's history (0007)
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("rule", String(128), nullable=False),
+    Column("agent_id", String(ID), nullable=False),
+    Column("target_id", String(ID), nullable=False),
+    Column("datacenter", String(128)),
+    Column("line", String(64)),
+    Column("metric", String(64), nullable=False),
+    Column("value", Float),
+    Column("threshold", Float, nullable=False),
+    Column("state", String(16), nullable=False),        # firing | resolved | local
+    Column("local", Boolean, nullable=False),           # a quorum rule's local alert (last mile)
+    Column("scope", String(16)),                        # quorum rules: region | isp
+    Column("scope_value", String(128)),
+    Column("quorum", Integer),
+    Column("agents", json_type()),                      # quorum rules: the agents that agreed
+    Column("started_at", UTCDateTime()),
+    Column("at", UTCDateTime(), nullable=False),        # end of the window of the transition
+    Column("details", json_type()),
+    Index("ix_alert_events_agent_target_at", "agent_id", "target_id", "at"),
+    Index("ix_alert_events_rule_agent_target", "rule", "agent_id", "target_id"),
 )
 
 outbox = Table(

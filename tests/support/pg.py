@@ -6,6 +6,7 @@ import os
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -36,3 +37,17 @@ def scratch_database(options: str = "") -> Iterator[str]:
             yield make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
         finally:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# The two stores a test runs on: pytest.fixture(params=BOTH) with `database_url(request.param, tmp_path)`
+BOTH = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+@contextmanager
+def database_url(kind: str, directory: Path) -> Iterator[str]:
+    """A fresh database: "sqlite" a file in `directory`, "postgresql" a scratch database on the server."""
+    if kind == "sqlite":
+        yield f"sqlite:///{directory / 'netprobe.db'}"
+    else:
+        with scratch_database() as url:
+            yield url

@@ -27,6 +27,8 @@ from netprobe.probes import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "config.example.toml"
+COLLECTOR_EXAMPLE = ROOT / "config.collector.example.toml"
+COLLECTOR_ONLY = {"alerts": {"quorum", "scope", "notify_local"}}   # an agent refuses them
 LAB_SPECS = {"lab.toml", "lab-bench.toml"}  # lab specs, not agent configs (owned by the lab)
 
 
@@ -52,9 +54,13 @@ def test_example_sets_every_key_of_every_model() -> None:
                                  ("rules", LineRule, raw["classification"]["rules"])):
         shown = {k for entry in entries for k in entry}
         assert fields(model) <= shown, f"[[classification.{name}]] never shows {fields(model) - shown}"
+    collector: dict[str, Any] = tomllib.loads(COLLECTOR_EXAMPLE.read_text(encoding="utf-8"))
     for name, model in (("alerts", AlertRule), ("notifiers", NotifierConfig)):
         shown = {k for entry in raw[name] for k in entry}
-        assert fields(model) <= shown, f"[[{name}]] never shows {fields(model) - shown}"
+        only = COLLECTOR_ONLY.get(name, set())
+        assert fields(model) - only <= shown, f"[[{name}]] never shows {fields(model) - only - shown}"
+        in_collector = {k for entry in collector[name] for k in entry}
+        assert only <= in_collector, f"collector [[{name}]] never shows {only - in_collector}"
     target_keys = {k for t in raw["targets"] for k in t}
     missing = fields(TargetConfig) - target_keys
     assert not missing, f"[[targets]] misses {missing}"

@@ -1,0 +1,1 @@
+"""The collector's read-only dashboard (DESIGN §11)."""

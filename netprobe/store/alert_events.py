@@ -1,0 +1,129 @@
+"""The alert_events table: every alert transition, written with the rule's states (same transaction),
+read by the dashboard: one agent × target's history, and what is firing now.
+
+An alert is open while the newest event of its rule × agent × target × local is `firing` or `local`.
+A quorum alert is one row per agreeing agent × target (each naming all the agents), so an agent's
+history holds the route problems it took part in."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import and_, exists, select
+
+from netprobe.store.engine import AsyncConnection
+from netprobe.store.schema import alert_events
+from netprobe.store.store import Store
+
+EventState = Literal["firing", "resolved", "local"]
+_C = alert_events.c
+
+
+@dataclass(frozen=True, slots=True)
+class AlertEvent:
+    """One transition of one agent × target (a quorum alert: of each agreeing pair)."""
+
+    rule: str
+    agent_id: str
+    target_id: str
+    metric: str
+    value: float | None               # what this agent saw in the window (a quorum alert: its own value)
+    threshold: float
+    state: EventState                 # firing | resolved | local (raised, seen by fewer than quorum)
+    at: datetime                      # end of the window of the transition
+    datacenter: str | None = None
+    line: str | None = None
+    local: bool = False               # a local alert (raised as `local`, or its `resolved`)
+    scope: str | None = None          # quorum rules: region | isp
+    scope_value: str | None = None
+    quorum: int | None = None
+    agents: tuple[str, ...] = ()      # quorum rules: the agents that agreed (local: this one)
+    started_at: datetime | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)   # e.g. the group's value, each agent's value
+    id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RouteAlert:
+    """An open alert per rule × datacenter × line (the overview): the agents it is open for."""
+
+    rule: str
+    datacenter: str | None
+    line: str | None
+    metric: str
+    local: bool
+    scope: str | None
+    scope_value: str | None
+    agents: tuple[str, ...]
+    targets: tuple[str, ...]
+    since: datetime                   # the earliest of their events
+
+
+def _row(e: AlertEvent) -> dict[str, Any]:
+    return {"rule": e.rule, "agent_id": e.agent_id, "target_id": e.target_id, "datacenter": e.datacenter,
+            "line": e.line, "metric": e.metric, "value": e.value, "threshold": e.threshold, "state": e.state,
+            "local": e.local, "scope": e.scope, "scope_value": e.scope_value, "quorum": e.quorum,
+            "agents": list(e.agents) if e.agents else None, "started_at": e.started_at, "at": e.at,
+            "details": dict(e.details) or None}
+
+
+def _event(r: Mapping[Any, Any]) -> AlertEvent:
+    agents, details = r["agents"], r["details"]
+    return AlertEvent(rule=r["rule"], agent_id=r["agent_id"], target_id=r["target_id"], metric=r["metric"],
+                      value=r["value"], threshold=r["threshold"], state=r["state"], at=r["at"],
+                      datacenter=r["datacenter"], line=r["line"], local=bool(r["local"]), scope=r["scope"],
+                      scope_value=r["scope_value"], quorum=r["quorum"],
+                      agents=tuple(str(a) for a in agents) if isinstance(agents, list) else (),
+                      started_at=r["started_at"], details=details if isinstance(details, dict) else {},
+                      id=r["id"])
+
+
+async def insert(conn: AsyncConnection, events: Sequence[AlertEvent]) -> None:
+    """Inside the caller's transaction (the rule's locked one, netprobe.store.alert_states)."""
+    if events:
+        await conn.execute(alert_events.insert(), [_row(e) for e in events])
+
+
+async def history(store: Store, agent_id: str, target_id: str, since: datetime, until: datetime,
+                  limit: int = 500) -> list[AlertEvent]:
+    """One agent × target's events in [since, until), newest first (at most `limit`)."""
+    q = (select(alert_events).where(_C.agent_id == agent_id, _C.target_id == target_id, _C.at >= since,
+                                    _C.at < until)
+         .order_by(_C.at.desc(), _C.id.desc()).limit(limit))
+    async with store._read("reading alert history from") as conn:
+        return [_event(r) for r in (await conn.execute(q)).mappings()]
+
+
+async def firing(store: Store, agent_id: str | None = None, target_id: str | None = None
+                 ) -> list[AlertEvent]:
+    """The alerts open now, per rule × agent × target × local: each one's newest event (firing or
+    local), optionally of one agent and/or target; by agent, target, rule."""
+    later = alert_events.alias("later")
+    newer = exists().where(and_(later.c.rule == _C.rule, later.c.agent_id == _C.agent_id,
+                                later.c.target_id == _C.target_id, later.c.local == _C.local,
+                                later.c.id > _C.id))
+    q = select(alert_events).where(_C.state != "resolved", ~newer)
+    if agent_id is not None:
+        q = q.where(_C.agent_id == agent_id)
+    if target_id is not None:
+        q = q.where(_C.target_id == target_id)
+    q = q.order_by(_C.agent_id, _C.target_id, _C.rule, _C.local)
+    async with store._read("reading firing alerts from") as conn:
+        return [_event(r) for r in (await conn.execute(q)).mappings()]
+
+
+async def firing_routes(store: Store) -> list[RouteAlert]:
+    """The open alerts grouped per rule × datacenter × line × local (and quorum scope), for the
+    overview; by datacenter, line, rule."""
+    groups: dict[tuple[Any, ...], list[AlertEvent]] = {}
+    for e in await firing(store):
+        groups.setdefault((e.rule, e.datacenter, e.line, e.local, e.scope, e.scope_value), []).append(e)
+    out = [RouteAlert(rule=rule, datacenter=dc, line=line, metric=events[0].metric, local=local, scope=scope,
+                      scope_value=value, agents=tuple(sorted({e.agent_id for e in events})),
+                      targets=tuple(sorted({e.target_id for e in events})),
+                      since=min(e.started_at or e.at for e in events))
+           for (rule, dc, line, local, scope, value), events in groups.items()]
+    return sorted(out, key=lambda r: (r.datacenter or "", r.line or "", r.rule, r.local, r.scope_value or ""))

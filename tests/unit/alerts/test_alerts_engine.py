@@ -11,29 +11,16 @@ from typing import Any
 import pytest
 
 from netprobe.alerts.engine import AlertEngine, align_down, align_up
-from netprobe.alerts.formats import Notification
 from netprobe.alerts.states import AlertState, step
 from netprobe.config.alerts import AlertRule
 from netprobe.store import Store, open_store
 from netprobe.store.schema import alert_states
+from tests.support.alert_sink import Recorder
 from tests.support.store import connection, icmp_envelope, typed
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 SETTLE = 30.0
 MINUTE = timedelta(minutes=1)
-
-
-class Recorder:
-    """Stands in for the Dispatcher: keeps what the engine submits."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[Notification, tuple[str, ...]]] = []
-
-    def submit(self, n: Notification, names: Sequence[str]) -> None:
-        self.sent.append((n, tuple(names)))
-
-    def transitions(self) -> list[tuple[str, str, datetime]]:
-        return [(n.state, n.target, n.window_end) for n, _ in self.sent if not n.repeat]
 
 
 def rule(**kw: Any) -> AlertRule:

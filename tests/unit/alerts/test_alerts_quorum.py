@@ -21,9 +21,9 @@ from netprobe.dashboard.alerts import alert_history_html
 from netprobe.store import Store, open_store
 from netprobe.store import alert_events as history
 from netprobe.store.fleet import AgentInfo, TargetInfo
+from tests.support.alert_sink import Recorder
 from tests.support.pg import BOTH, database_url
 from tests.support.store import icmp_envelope, typed
-from tests.unit.alerts.test_alerts_engine import Recorder
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 SETTLE = 30.0

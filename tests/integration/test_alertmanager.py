@@ -1,10 +1,7 @@
-"""netprobe's `alertmanager` notifier against a real Alertmanager, driven by the collector's alert engine:
-rounds ingested over HTTP make a loss rule fire, then clear; Alertmanager's API v2 shows the firing alert
-with netprobe's labels and annotations, and no longer lists it once resolved.
-
-The collector evaluates a window 60 s after it closes (ALERTS_SETTLE); the test has the engine evaluate
-the windows its rounds fall in at the instants the scheduler would (window end + settle) instead of
-waiting a minute and a half for them."""
+"""netprobe's `alertmanager` notifier against a real Alertmanager, driven by the collector's own alert
+scheduler: rounds ingested over HTTP make a loss rule fire, then clear; Alertmanager's API v2 shows the
+firing alert with netprobe's labels and annotations, and no longer lists it once resolved. Windows of 5 s
+evaluated 1 s after they close (`[collector] alert_settle`) keep the test short."""
 
 from __future__ import annotations
 
@@ -20,7 +17,7 @@ import aiohttp
 import pytest
 
 from netprobe.alerts.engine import AlertEngine, align_down
-from netprobe.collector.server import ALERTS_SETTLE, Collector
+from netprobe.collector.server import Collector
 from netprobe.collector.tokens import Tokens
 from netprobe.config.collector import parse_collector_config
 from netprobe.times import utc_now
@@ -28,7 +25,8 @@ from tests.support.alertmanager import alertmanager
 from tests.support.servers import get_json
 from tests.support.store import AGENT, TARGET, icmp_envelope
 
-WINDOW = 10
+WINDOW = 5
+SETTLE = 1
 RULES = """
 [[alerts]]
 name = "it_loss"
@@ -77,10 +75,23 @@ def _rounds(start: datetime, samples: list[float | None], tag: str) -> list[dict
             for i in range(4)]
 
 
+def _rounds(start: datetime, samples: list[float | None], tag: str) -> list[dict[str, Any]]:
+    return [icmp_envelope(start + timedelta(seconds=0.5 + i), samples, result_id=f"it-{tag}-{i}")
+            for i in range(4)]
+
+
+async def _next_window(engine: AlertEngine) -> datetime:
+    """Start of the next window, once the scheduler is past the one before (so rounds land in it whole)."""
+    await _until(lambda: engine.stats.passes >= 1, 5)
+    start = align_down(utc_now(), WINDOW) + timedelta(seconds=WINDOW)
+    await asyncio.sleep(max(0.0, (start - utc_now()).total_seconds()))
+    return start
+
+
 async def test_a_firing_alert_reaches_alertmanager_and_its_clear_resolves_it(am: str, tmp_path: Path) -> None:
     rules = RULES.format(window=WINDOW, url=am)
-    cfg = parse_collector_config(f'[collector]\nlisten = "127.0.0.1:0"\n[storage]\n'
-                                 f'url = "sqlite:///{tmp_path / "c.db"}"\n{rules}')
+    cfg = parse_collector_config(f'[collector]\nlisten = "127.0.0.1:0"\nalert_settle = "{SETTLE}s"\n'
+                                 f'[storage]\nurl = "sqlite:///{tmp_path / "c.db"}"\n{rules}')
     collector = Collector(cfg)
     await collector.start()
     try:
@@ -88,17 +99,12 @@ async def test_a_firing_alert_reaches_alertmanager_and_its_clear_resolves_it(am:
         engine = collector.alerts.engine
         assert isinstance(engine, AlertEngine)
         token, _ = await Tokens(collector.store).issue(AGENT["id"])
-        # the scheduler's first pass marks where evaluation begins: the window that closes next
-        await _until(lambda: engine.stats.passes >= 1, 5)
-        first = align_down(utc_now() - timedelta(seconds=ALERTS_SETTLE), WINDOW)
-        settle = timedelta(seconds=ALERTS_SETTLE)
         width = timedelta(seconds=WINDOW)
         async with aiohttp.ClientSession() as session:
-            # a window of rounds losing two echoes of three: the rule fires
+            # a window of rounds losing two echoes of three: the rule fires when the scheduler gets to it
+            first = await _next_window(engine)
             await _post(session, collector.url, token, _rounds(first, [20.0, None, None], "bad"))
-            fired = await engine.evaluate_due(first + width + settle)
-            assert [n.state for n in fired] == ["firing"] and fired[0].value == pytest.approx(200 / 3)
-            await _until(lambda: bool(_ours(am)), 10)
+            await _until(lambda: bool(_ours(am)), WINDOW + SETTLE + 10)
             [alert] = _ours(am)
             assert alert["labels"] == {"alertname": "it_loss", "agent": AGENT["id"], "target": TARGET["id"],
                                        "metric": "loss_pct", "severity": "critical", "source": "netprobe"}
@@ -108,13 +114,13 @@ async def test_a_firing_alert_reaches_alertmanager_and_its_clear_resolves_it(am:
             assert "raise: > 50" in notes["description"]
             assert alert["status"]["state"] == "active"
             assert datetime.fromisoformat(alert["startsAt"].replace("Z", "+00:00")) == first
-            # the next window's rounds all answered: the alert clears, and Alertmanager resolves it
-            await _post(session, collector.url, token, _rounds(first + width, [20.0, 21.0, 22.0], "good"))
-            cleared = await engine.evaluate_due(first + 2 * width + settle)
-            assert [(n.state, n.value) for n in cleared] == [("resolved", 0.0)]
-            assert cleared[0].ended_at == first + 2 * width < utc_now()    # Alertmanager's endsAt: past
-            await _until(lambda: not _ours(am), 10)
+            # a later window's rounds all answered: the alert clears, and Alertmanager resolves it
+            second = await _next_window(engine)
+            await _post(session, collector.url, token, _rounds(second, [20.0, 21.0, 22.0], "good"))
+            await _until(lambda: not _ours(am), WINDOW + SETTLE + 10)
+            assert second + width < utc_now()
         sent = collector.alerts.dispatcher.stats()["am"]
-        assert sent["sent"] == 2 and sent["failed"] == 0
+        # the firing alert, its clear, and any repeat that kept it alive in Alertmanager in between
+        assert sent["sent"] >= 2 and sent["failed"] == 0
     finally:
         await collector.stop()

@@ -29,7 +29,7 @@ CLK = os.sysconf("SC_CLK_TCK")
 
 async def _reader(url: str, streams: int, seconds: float, interval: float,
                   lockstep: bool) -> dict[str, object]:
-    from netprobe.sse.client import Limits, new_session, stream
+    from netprobe.sse.client import Limits, stream
     from netprobe.sse.parser import SseEvent
     from netprobe.stats import percentile
 
@@ -37,7 +37,7 @@ async def _reader(url: str, streams: int, seconds: float, interval: float,
     events = 0
     failed: dict[str, int] = {}
 
-    async def one(session: object, delay: float) -> None:
+    async def one(delay: float) -> None:
         nonlocal events
         last: tuple[int, float] | None = None
         await asyncio.sleep(delay)
@@ -51,18 +51,16 @@ async def _reader(url: str, streams: int, seconds: float, interval: float,
             events += 1
             return False
 
-        cap = await stream(session, "GET", url, headers={"Accept-Encoding": "identity"},  # type: ignore[arg-type]
-                           body=None, limits=Limits(total_s=seconds + 30), on_event=on_event,
-                           on_comment=lambda c: None)
+        cap = await stream("GET", url, headers={"Accept-Encoding": "identity"}, body=None,
+                           limits=Limits(total_s=seconds + 30), on_event=on_event, on_comment=lambda c: None)
         if cap.error_kind:
             failed[cap.error_kind] = failed.get(cap.error_kind, 0) + 1
 
     t0 = os.times()
-    async with new_session(limit=0) as session:
-        # Streams start spread over one interval, as independent users' do: 200 schedules in lockstep
-        # would hand the reader 200 events in the same millisecond, every interval (see --lockstep).
-        await asyncio.gather(*(one(session, 0.0 if lockstep else i * interval / streams)
-                               for i in range(streams)))
+    # Streams start spread over one interval, as independent users' do: 200 schedules in lockstep
+    # would hand the reader 200 events in the same millisecond, every interval (see --lockstep).
+    # Each stream is its own connection, as the probe's are (netprobe.net.http1).
+    await asyncio.gather(*(one(0.0 if lockstep else i * interval / streams) for i in range(streams)))
     t1 = os.times()
     errors.sort()
     return {"events": events, "failed": failed, "cpu_s": (t1.user - t0.user) + (t1.system - t0.system),

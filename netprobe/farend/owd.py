@@ -149,7 +149,9 @@ class ReflectorSocket:
         self.sock = sock
         sock.setblocking(True)
         rxstamp.enable(sock)
-        self._pktinfo = pktinfo.enable(sock)
+        # the destination of each request matters only on a wildcard bind; bound to one address, replies
+        # leave from it anyway, and the ancillary data in and out is work per request for nothing
+        self._pktinfo = self.address[0] in ("0.0.0.0", "::") and pktinfo.enable(sock)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="owd-reflector", daemon=True)
         self._thread.start()

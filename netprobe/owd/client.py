@@ -68,20 +68,12 @@ async def exchange(address: tuple[str, int], key: bytes, count: int, interval: f
                 except OSError as exc:  # ICMP unreachable for an earlier request
                     out.error = out.error or os.strerror(exc.errno or 0)
                     continue
-                t4 = rxstamp.rx_ns(anc) or time.time_ns()
-                try:
-                    p = packets.decode(data, key)
-                    if p.key_id != kid or p.session != session or p.kind not in _REPLIES:
-                        raise BadPacket("session")
-                except BadPacket:
-                    out.bad += 1
+                p = take(out, data, rxstamp.rx_ns(anc) or time.time_ns(), key, kid, session)
+                if p is None:
                     continue
-                _note_counts(out, p)
                 if p.kind is Kind.STATUS_REPLY:
-                    out.status_answered = True
                     got_status.set()
                 elif p.seq < out.sent:
-                    out.replies.append(Reply(p.seq, p.t1, p.t2, p.t3, t4))
                     answered.add(p.seq)
                     if done_sending and len(answered) == out.sent:
                         all_in.set()
@@ -111,6 +103,24 @@ async def exchange(address: tuple[str, int], key: bytes, count: int, interval: f
     return out
 
 
+def take(out: Exchange, data: bytes, t4: int, key: bytes, kid: bytes, session: int) -> Packet | None:
+    """One datagram from the reflector, received at t4 (ns), into the round `out`: the packet, or None
+    when it is not an authentic reply of this session (counted in `out.bad`). `kid`: key_id(key)."""
+    try:
+        p = packets.decode(data, key)
+        if p.key_id != kid or p.session != session or p.kind not in _REPLIES:
+            raise BadPacket("session")
+    except BadPacket:
+        out.bad += 1
+        return None
+    _note_counts(out, p)
+    if p.kind is Kind.STATUS_REPLY:
+        out.status_answered = True
+    elif p.seq < out.sent:
+        out.replies.append(Reply(p.seq, p.t1, p.t2, p.t3, t4))
+    return p
+
+
 def _note_counts(out: Exchange, p: Packet) -> None:
     # Counts only grow within a session, so the highest seen is the latest the reflector knew.
     out.seen_by_reflector = max(out.seen_by_reflector, p.received)
@@ -131,4 +141,4 @@ async def _sleep_until(loop: asyncio.AbstractEventLoop, when: float) -> None:
         await asyncio.sleep(delay)
 
 
-__all__ = ["Exchange", "Reply", "exchange"]
+__all__ = ["Exchange", "Reply", "exchange", "take"]

@@ -60,7 +60,7 @@ def _diff_html(d: HopDiff) -> str:
             parts.append(f'<del title="hop {n} before">−{n} {escape(hop)}</del>')
         else:
             parts.append(f'<ins title="hop {n} after">+{n} {escape(hop)}</ins>')
-    return (f'<span class="hop-count">+{d.added} / −{d.removed} hops</span> '
+    return (f'<span class="hop-count">+{d.added} / −{d.removed} hops:</span> '
             f'<span class="hop-diff">{" · ".join(parts)}</span>')
 
 

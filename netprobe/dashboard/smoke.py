@@ -124,7 +124,7 @@ def chart(b: Buckets, span: Span, title: str, probe: str) -> str:
     for i in range(5):
         v = y_top * i / 4
         body.append(f'<line x1="{_n(left)}" x2="{_n(left + pw)}" y1="{_n(y(v))}" y2="{_n(y(v))}" '
-                    f'stroke="{GRID}" stroke-width="1"/>')
+                    f'stroke="{GRID}" stroke-width="1" shape-rendering="crispEdges"/>')
         body.append(_text(left - 6, y(v) + 4, f"{v:g}", anchor="end", size=10))
     runs = _runs(has)
     for lo_q, hi_q, colour in LAYERS:
@@ -146,18 +146,19 @@ def chart(b: Buckets, span: Span, title: str, probe: str) -> str:
         body.append(f'<rect class="all-lost" x="{_n(xs[i])}" y="{_n(top)}" width="{_n(xs[i + 1] - xs[i])}" '
                     f'height="5" fill="{loss_colour(100.0)}"/>')
     body.append(f'<line x1="{_n(left)}" x2="{_n(left + pw)}" y1="{_n(top + ph)}" y2="{_n(top + ph)}" '
-                f'stroke="{AXIS}" stroke-width="1"/>')
+                f'stroke="{AXIS}" stroke-width="1" shape-rendering="crispEdges"/>')
     for at, label in span.ticks():
         xt = x_at(at)
         body.append(f'<line x1="{_n(xt)}" x2="{_n(xt)}" y1="{_n(top + ph)}" y2="{_n(top + ph + 4)}" '
-                    f'stroke="{AXIS}" stroke-width="1"/>')
+                    f'stroke="{AXIS}" stroke-width="1" shape-rendering="crispEdges"/>')
         body.append(_text(xt, top + ph + 16, label, anchor="middle", size=10))
     body += _tips(b, span, xs, top, ph)
     if not len(highs):
         body.append(_text(left + pw / 2, top + ph / 2, "no RTT measurements in this span", anchor="middle"))
     body += _legend(top + ph + 34, left, shaded, span)
     return (f'<svg class="smoke-graph" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" '
-            f'role="img" aria-label="{escape(title)}" data-y-top="{y_top:g}" '
+            f'role="img" aria-label="{escape(title)}" data-y-top="{y_top:g}" data-t0="{t0:.0f}" '
+            f'data-t1="{t1:.0f}" '
             f'data-plot="{_n(left)} {_n(top)} {_n(pw)} {_n(ph)}">' + "".join(body) + "</svg>")
 
 

@@ -59,12 +59,6 @@ class Span:
         i = np.searchsorted(self.epochs(), starts, side="right") - 1
         return np.where((i >= 0) & (i < self.buckets), i, -1).astype(np.intp)
 
-    def in_window(self, starts: npt.NDArray[np.float64], window: HourWindow) -> npt.NDArray[np.intp]:
-        """0 for the hours whose local clock hour at their start is in `window` (the reports' rule),
-        −1 for the others."""
-        hours = {s: datetime.fromtimestamp(s, self.zone).hour for s in set(starts.tolist())}
-        return np.array([0 if window.contains(hours[s]) else -1 for s in starts.tolist()], np.intp)
-
     def _dates(self) -> list[date]:
         first, last = self.start.astimezone(self.zone).date(), self.end.astimezone(self.zone).date()
         return [first + timedelta(days=k) for k in range((last - first).days + 1)]

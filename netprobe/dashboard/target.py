@@ -15,10 +15,12 @@ from urllib.parse import quote
 import numpy as np
 
 from netprobe.report.rows import rtt_probes
-from netprobe.report.windows import DEFAULT_WINDOW
-from netprobe.store.pair_hours import HourSeries, Pair, hour_series, pair, probes_measured
+from netprobe.report.windows import DEFAULT_WINDOW, last_days
+from netprobe.store.hour_arrays import HourArrays, Window
+from netprobe.store.pair_hours import HourSeries, Pair, hour_series, pair
 from netprobe.store.path_history import path_history
 from netprobe.store.prefix import figures
+from netprobe.store.prefix_read import local_days
 from netprobe.store.reads import Source
 from netprobe.times import utc_now, zone_of
 
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 
 SPANS = (1, 7, 30, 90)
 HISTORY_LIMIT = 50          # route events listed per direction
+FIGURED = ("tcp", "sse")
 NONE = "—"
 
 
@@ -49,14 +52,23 @@ async def render(store: Source, agent_id: str, target_id: str, days: int, base: 
         return None
     zone, _ = zone_of(found.agent.timezone)
     span = span_of(days, zone, now)
-    measured = await probes_measured(store, agent_id, target_id, span.start, span.end)
-    rtt = next((p for p in rtt_probes() if p in measured), None)
-    wanted = list(dict.fromkeys(p for p in (rtt, "tcp", "sse") if p is not None and p in measured))
-    series = await hour_series(store, agent_id, target_id, wanted, span.start, span.end)
+    # the RTT source as the reports pick it (icmp, else an mtr trace's destination, …): the first
+    # with rows; the others are read only when it has none
+    first, *others = rtt_probes()
+    series = await hour_series(store, agent_id, target_id, [first], span.start, span.end)
+    if not series and others:
+        series = await hour_series(store, agent_id, target_id, others, span.start, span.end)
+    rtt = next((p for p in rtt_probes() if p in series), None)
+    # TCP and SSE over the last N local days as `report peak --days N` has them: from the prefix
+    # rollups (a few rows whatever N is) and the hours after them
+    local = last_days(zone, span.days, now)
+    async with store.reading("reading rollups from") as conn:
+        figured = await local_days(conn, agent_id, zone, local.first, local.now, FIGURED, [target_id])
     history = await path_history(store, agent_id, target_id, span.start, HISTORY_LIMIT)
     title = f"{agent_id} → {target_id} · {span.days} day{'s' * (span.days != 1)}"
     parts = [_head(found, span, base), _graph(found, span, rtt, series.get(rtt) if rtt else None),
-             "<h3>TCP and SSE</h3>", _figures_html(series, span),
+             f"<h3>TCP and SSE, the last {span.days} local day{'s' * (span.days != 1)}</h3>",
+             _figures_html(figured),
              "<h3>Path history</h3>", history_html(history, zone, span.days)]
     return title, f'<section class="target-page">{"".join(parts)}</section>'
 
@@ -87,7 +99,7 @@ def _graph(p: Pair, span: Span, probe: str | None, s: HourSeries | None) -> str:
         empty = smoke.Buckets(np.full((n, len(smoke.QS)), np.nan), np.full(n, np.nan), np.zeros(n, np.int64))
         return f'<figure class="smoke">{smoke.chart(empty, span, _graph_title(p), "no")}</figure>'
     b = smoke.buckets_of(s.merged(span.bucket_of(s.starts), n))
-    total = figures_of(s, np.zeros(len(s.starts), np.intp))
+    total = figures_of(s.merged(np.zeros(len(s.starts), np.intp), 1))
     summary = (f"{probe} over the span: median {_ms(total.get('rtt_p50_ms'))} ms, P95 "
                f"{_ms(total.get('rtt_p95_ms'))} ms, loss {_pct(total.get('loss_pct'))} %, "
                f"{total.get('rounds', 0)} rounds")
@@ -100,10 +112,9 @@ def _graph_title(p: Pair) -> str:
     return f"{p.agent.id} → {p.target.id}{line}"
 
 
-def figures_of(s: HourSeries, group: np.ndarray[Any, np.dtype[np.intp]]) -> dict[str, Any]:
-    """Rollup.figures of the rows in group 0 (empty when none)."""
-    w = s.merged(group, 1)
-    if not w.hours[0]:
+def figures_of(w: Window) -> dict[str, Any]:
+    """Rollup.figures of the window's first series (empty when it has no hour)."""
+    if not len(w.hours) or not w.hours[0]:
         return {}
     lo, hi = w.ext[0, 0], w.ext[0, 1]
     return figures(w.sums(0), None if np.isnan(lo) else float(lo), None if np.isnan(hi) else float(hi))
@@ -139,15 +150,15 @@ _SSE: Sequence[Row] = (
 )
 
 
-def _figures_html(series: dict[str, HourSeries], span: Span) -> str:
+def _figures_html(days: dict[str, HourArrays]) -> str:
     out = []
     for probe, rows, what in (("tcp", _TCP, "TCP connect"), ("sse", _SSE, "SSE streams")):
-        s = series.get(probe)
-        if s is None:
-            out.append(f'<p class="none">{what}: not measured in this span</p>')
+        arrays = days.get(probe)
+        if arrays is None:
+            out.append(f'<p class="none">{what}: not measured in these days</p>')
             continue
-        every = figures_of(s, np.zeros(len(s.starts), np.intp))
-        peak = figures_of(s, span.in_window(s.starts, DEFAULT_WINDOW))
+        every = figures_of(arrays.window(range(24)))
+        peak = figures_of(arrays.window(DEFAULT_WINDOW.hours))
         head = (f"<tr><th>{what}</th><th>all hours</th>"
                 f"<th>evening peak {DEFAULT_WINDOW.clock()}</th></tr>")
         cells = [(name, cell(every), cell(peak)) for name, cell in rows]

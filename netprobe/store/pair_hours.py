@@ -1,5 +1,5 @@
 """One agent × target over a span, as the dashboard's target page asks for it: who the pair is, which
-probes measured it, and each probe's hour rows decoded into NumPy arrays, merged into any grouping of
+and each probe's hour rows decoded into NumPy arrays, merged into any grouping of
 hours (a chart's buckets, the whole span, the evening peak) as hour_arrays.Window, whose quantiles
 follow DDSketch's rule on the merged bins (the merged sketch's, not an average of hours' quantiles).
 
@@ -19,7 +19,7 @@ from netprobe.store import sketch as sketches
 from netprobe.store.fleet import AgentInfo, TargetInfo
 from netprobe.store.hour_arrays import Window
 from netprobe.store.prefix import COUNTERS
-from netprobe.store.reads import Source, utc
+from netprobe.store.reads import Source
 
 F64 = npt.NDArray[np.float64]
 _MAPPING = sketches.new_sketch()._mapping
@@ -47,17 +47,6 @@ async def pair(store: Source, agent_id: str, target_id: str) -> Pair | None:
         return None
     r = rows[0]
     return Pair(AgentInfo(r[0], r[1], r[2], r[3]), TargetInfo(r[4], r[5], r[6] or None, r[7] or None))
-
-
-async def probes_measured(store: Source, agent_id: str, target_id: str, start: datetime,
-                          end: datetime) -> dict[str, int]:
-    """Hour rows per probe of the pair in [start, end)."""
-    async with store.reading("reading rollups from") as conn:
-        rows = await conn.fetch(
-            "SELECT probe, count(*) FROM rollups_hourly WHERE agent_id = %(a)s AND target_id = %(t)s"
-            " AND hour >= %(start)s AND hour < %(end)s GROUP BY probe",
-            {"a": agent_id, "t": target_id, "start": start, "end": end})
-    return {p: int(n) for p, n in rows}
 
 
 @dataclass(slots=True)
@@ -105,66 +94,112 @@ def _sum(a: F64, g: npt.NDArray[np.intp], n: int) -> F64:
     return out
 
 
-_COLS = ("hour", *COUNTERS, "rtt_min", "rtt_max", "sketch", "extras")
+_COLS = (*COUNTERS, "rtt_min", "rtt_max", "sketch", "extras")
+# the hour's start in epoch seconds, computed by the database: no datetime per row on the way
+_EPOCH = {"postgresql": "CAST(extract(epoch FROM hour) AS double precision)",
+          "sqlite": "CAST(strftime('%s', hour) AS REAL)"}
 
 
 async def hour_series(store: Source, agent_id: str, target_id: str, probes: Sequence[str], start: datetime,
                       end: datetime) -> dict[str, HourSeries]:
     """Each of `probes`' hour rows of the pair in [start, end), decoded; a probe without rows is left
-    out."""
-    out: dict[str, HourSeries] = {}
+    out. One statement: the primary key's range of each probe."""
+    if not probes:
+        return {}
     async with store.reading("reading rollups from") as conn:
-        for probe in probes:
-            rows = await conn.fetch(
-                f"SELECT {', '.join(_COLS)} FROM rollups_hourly WHERE agent_id = %(a)s AND target_id = %(t)s"
-                " AND probe = %(p)s AND hour >= %(start)s AND hour < %(end)s ORDER BY hour",
-                {"a": agent_id, "t": target_id, "p": probe, "start": start, "end": end})
-            if rows:
-                out[probe] = _decode(rows)
-    return out
+        rows = await conn.fetch(
+            f"SELECT probe, {_EPOCH[store.dialect]}, {', '.join(_COLS)} FROM rollups_hourly"
+            " WHERE agent_id = %(a)s AND target_id = %(t)s AND probe IN %(p)s"
+            " AND hour >= %(start)s AND hour < %(end)s ORDER BY probe, hour",
+            {"a": agent_id, "t": target_id, "p": list(probes), "start": start, "end": end})
+    by_probe: dict[str, list[tuple[object, ...]]] = {}
+    for r in rows:
+        by_probe.setdefault(str(r[0]), []).append(r)
+    return {p: _decode(by_probe[p]) for p in probes if p in by_probe}
+
+
+def _floats(values: Sequence[object]) -> F64:
+    return np.array([np.nan if v is None else v for v in values], np.float64)
 
 
 def _decode(rows: Sequence[tuple[object, ...]]) -> HourSeries:
+    """Rows (probe, epoch, *_COLS) as arrays. The sketches' JSON is parsed in one call (a JSON array of
+    them all); each store's counts go into one flat list, laid out in one bincount (_dense)."""
     n = len(rows)
-    starts = np.fromiter((utc(r[0]).timestamp() for r in rows), np.float64, n)
-    c = np.array([r[1:1 + _NC] for r in rows], np.float64).reshape(n, _NC)
+    cols = list(zip(*rows, strict=True))
+    starts = np.array(cols[1], np.float64)
+    c = np.array(cols[2:2 + _NC], np.float64).T.reshape(n, _NC)
     n_rtt = c[:, COUNTERS.index("rtt_count")]
-    lo = np.array([np.nan if r[1 + _NC] is None else r[1 + _NC] for r in rows], np.float64)
-    hi = np.array([np.nan if r[2 + _NC] is None else r[2 + _NC] for r in rows], np.float64)
+    lo, hi = _floats(cols[2 + _NC]), _floats(cols[3 + _NC])
     lo[n_rtt == 0] = np.nan
     hi[n_rtt == 0] = np.nan
+    texts, more = cols[4 + _NC], cols[5 + _NC]
     zero = np.zeros(n)
-    pos: list[tuple[int, int, list[float]]] = []      # (row, first key, counts)
-    neg: list[tuple[int, int, list[float]]] = []
+    pos = _Runs()
+    neg = _Runs()
+    with_sketch = [i for i, t in enumerate(texts) if t]
+    docs = orjson.loads("[" + ",".join([str(texts[i]) for i in with_sketch]) + "]") if with_sketch else []
+    gamma, offset = _MAPPING.gamma, _MAPPING._offset
+    for i, d in zip(with_sketch, docs, strict=True):
+        if d.get("v") == sketches.FORMAT and d.get("gamma") == gamma and d.get("index_offset") == offset:
+            p, q, z = d["pos"], d["neg"], d["zero"]
+            p_off, p_counts, n_off, n_counts = p["offset"], p["counts"], q["offset"], q["counts"]
+        else:
+            p_off, p_counts, n_off, n_counts, z = _foreign(str(texts[i]))
+        if p_counts:
+            pos.add(i, p_off, p_counts)
+        if n_counts:
+            neg.add(i, n_off, n_counts)
+        zero[i] = z
     extras: dict[str, F64] = {}
-    for i, r in enumerate(rows):
-        text, more = r[3 + _NC], r[4 + _NC]
-        if text:
-            p_off, p, n_off, nb, z = _bins(str(text))
-            if p:
-                pos.append((i, p_off, p))
-            if nb:
-                neg.append((i, n_off, nb))
-            zero[i] = z
-        if more:
-            for name, (total, count) in orjson.loads(str(more)).items():
+    with_extras = [i for i, t in enumerate(more) if t]
+    if with_extras:
+        found = orjson.loads("[" + ",".join([str(more[i]) for i in with_extras]) + "]")
+        for i, e in zip(with_extras, found, strict=True):
+            for name, (total, count) in e.items():
                 slot = extras.get(name)
                 if slot is None:
                     slot = extras[name] = np.zeros((n, 2))
                 slot[i] = (total, count)
-    pos_lo, pos_bins = _dense(pos, n)
-    neg_lo, neg_bins = _dense(neg, n)
+    pos_lo, pos_bins = pos.dense(n)
+    neg_lo, neg_bins = neg.dense(n)
     return HourSeries(starts, c, lo, hi, zero, pos_lo, pos_bins, neg_lo, neg_bins, extras)
 
 
-def _bins(text: str) -> tuple[int, list[float], int, list[float], float]:
-    """A stored sketch's bins in the default mapping's keys (first key and counts of each store, and
-    the zero count). One written with another mapping has its bins' values re-keyed."""
-    d = orjson.loads(text)
-    if d.get("v") == sketches.FORMAT and d.get("gamma") == _MAPPING.gamma \
-            and d.get("index_offset") == _MAPPING._offset:
-        p, q = d["pos"], d["neg"]
-        return p["offset"], p["counts"], q["offset"], q["counts"], float(d["zero"])
+class _Runs:
+    """Runs of bins (row, first key, counts) gathered flat, laid into one [rows, W] array at the end."""
+
+    __slots__ = ("counts", "lens", "offs", "rows")
+
+    def __init__(self) -> None:
+        self.rows: list[int] = []
+        self.offs: list[int] = []
+        self.lens: list[int] = []
+        self.counts: list[float] = []
+
+    def add(self, row: int, first: int, counts: list[float]) -> None:
+        self.rows.append(row)
+        self.offs.append(first)
+        self.lens.append(len(counts))
+        self.counts += counts
+
+    def dense(self, n: int) -> tuple[int, F64]:
+        if not self.rows:
+            return 0, np.zeros((n, 0))
+        offs, lens = np.array(self.offs, np.int64), np.array(self.lens, np.int64)
+        first = int(offs.min())
+        width = int((offs + lens).max()) - first
+        base = np.array(self.rows, np.int64) * width + offs - first
+        starts = np.cumsum(lens) - lens
+        idx = np.repeat(base - starts, lens) + np.arange(int(lens.sum()))
+        dense: F64 = np.bincount(idx, weights=np.array(self.counts, np.float64),
+                                 minlength=n * width).astype(np.float64)
+        return first, dense.reshape(n, width)
+
+
+def _foreign(text: str) -> tuple[int, list[float], int, list[float], float]:
+    """A sketch written with another mapping: its bins' values re-keyed in the default mapping (first
+    key and counts of each store, and the zero count)."""
     foreign = sketches.loads(text)
     out: list[tuple[int, list[float]]] = []
     for store in (foreign._store, foreign._negative_store):
@@ -181,19 +216,4 @@ def _bins(text: str) -> tuple[int, list[float], int, list[float], float]:
     return out[0][0], out[0][1], out[1][0], out[1][1], float(foreign._zero_count)
 
 
-def _dense(runs: Sequence[tuple[int, int, list[float]]], n: int) -> tuple[int, F64]:
-    """Runs of bins (row, first key, counts) laid into one [n, W] array: one bincount."""
-    if not runs:
-        return 0, np.zeros((n, 0))
-    first = min(off for _, off, _ in runs)
-    width = max(off + len(b) for _, off, b in runs) - first
-    lens = np.fromiter((len(b) for *_, b in runs), np.int64, len(runs))
-    base = np.fromiter((row * width + off - first for row, off, _ in runs), np.int64, len(runs))
-    starts = np.cumsum(lens) - lens
-    idx = np.repeat(base - starts, lens) + np.arange(int(lens.sum()))
-    values = np.fromiter((v for *_, b in runs for v in b), np.float64, int(lens.sum()))
-    dense: F64 = np.bincount(idx, weights=values, minlength=n * width).astype(np.float64)
-    return first, dense.reshape(n, width)
-
-
-__all__ = ["HourSeries", "Pair", "hour_series", "pair", "probes_measured"]
+__all__ = ["HourSeries", "Pair", "hour_series", "pair"]

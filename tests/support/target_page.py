@@ -92,6 +92,8 @@ async def write(url: str) -> None:
         await store.write(typed([e for e in envs if e["probe"] not in ("mtr", "rmtr")]))
         for e in sorted(routes, key=lambda e: str(e["started_at"])):   # one at a time, as an agent does
             await store.write(typed([e]))
+        folded = await store.fold_rollups(now=NOW)       # the collector's hourly upkeep, at NOW
+        assert folded.rows > 0
     finally:
         await store.close()
 
@@ -273,14 +275,18 @@ class TargetPageScenarios:
             link = f'href="/dash/target/{AGENT["id"]}/{TARGET["id"]}?days={d}"'
             assert (link in fragment) == (d != 1), d
 
-    async def test_tcp_and_sse_figures_are_the_stores_merges(self, store: Store) -> None:
-        fragment = await self.page(store, 7)
-        start = END - timedelta(days=7)
+    @pytest.mark.parametrize("days", [1, 7])
+    async def test_tcp_and_sse_figures_are_the_stores_merges_over_local_days(self, store: Store,
+                                                                              days: int) -> None:
+        fragment = await self.page(store, days)
+        assert f"TCP and SSE, the last {days} local day" in fragment
+        # the last N local days: from local midnight N − 1 days before today (Shanghai) up to now
+        start = (NOW + timedelta(hours=8)).replace(hour=0, minute=0) - timedelta(days=days - 1, hours=8)
         for probe, names in (("tcp", ("connect P50, ms", "connect P95, ms", "failed connects, %")),
                              ("sse", ("first event P50, ms", "first event P95, ms", "stalls per minute"))):
             got = table(fragment, probe)
-            whole = await store.window_stats(AGENT["id"], TARGET["id"], probe, start, END)
-            peak = await store.window_stats(AGENT["id"], TARGET["id"], probe, start, END,
+            whole = await store.window_stats(AGENT["id"], TARGET["id"], probe, start, NOW)
+            peak = await store.window_stats(AGENT["id"], TARGET["id"], probe, start, NOW,
                                             hours=lambda h: 20 <= (h + timedelta(hours=8)).hour < 23)
             assert whole is not None and peak is not None
             for name, figure, fmt in zip(names, ("rtt_p50_ms", "rtt_p95_ms",

@@ -126,20 +126,20 @@ def chart(b: Buckets, span: Span, title: str, probe: str) -> str:
         body.append(f'<line x1="{_n(left)}" x2="{_n(left + pw)}" y1="{_n(y(v))}" y2="{_n(y(v))}" '
                     f'stroke="{GRID}" stroke-width="1" shape-rendering="crispEdges"/>')
         body.append(_text(left - 6, y(v) + 4, f"{v:g}", anchor="end", size=10))
-    runs = _runs(has)
+    # each coordinate formatted once (a 90-day chart has 360 buckets × 9 quantiles)
+    sx = [f"{v:.1f}" for v in xs.tolist()]
+    sy = [[f"{v:.1f}" for v in col] for col in (top + ph - b.q / y_top * ph).T.tolist()]
     for lo_q, hi_q, colour in LAYERS:
-        lo_i, hi_i = QS.index(lo_q), QS.index(hi_q)
-        for first, last in runs:
-            upper = [f"{_n(xs[i + k])},{_n(y(b.q[i, hi_i]))}" for i in range(first, last + 1) for k in (0, 1)]
-            lower = [f"{_n(xs[i + k])},{_n(y(b.q[i, lo_i]))}" for i in range(last, first - 1, -1)
-                     for k in (1, 0)]
+        lo_y, hi_y = sy[QS.index(lo_q)], sy[QS.index(hi_q)]
+        for first, last in _runs(has):
+            upper = [f"{sx[i]},{hi_y[i]} {sx[i + 1]},{hi_y[i]}" for i in range(first, last + 1)]
+            lower = [f"{sx[i + 1]},{lo_y[i]} {sx[i]},{lo_y[i]}" for i in range(last, first - 1, -1)]
             body.append(f'<polygon class="smoke" data-q="{lo_q:g}-{hi_q:g}" '
                         f'points="{" ".join(upper + lower)}" fill="{colour}" stroke="none"/>')
+    mid = sy[MEDIAN]
     for i in np.flatnonzero(has).tolist():
-        ym = _n(y(b.q[i, MEDIAN]))
-        join = f"V{ym}" if i > 0 and has[i - 1] else ""
-        start = _n(y(b.q[i - 1, MEDIAN])) if join else ym
-        body.append(f'<path class="median" d="M{_n(xs[i])},{start}{join}H{_n(xs[i + 1])}" fill="none" '
+        join = f"{mid[i - 1]}V{mid[i]}" if i > 0 and has[i - 1] else mid[i]
+        body.append(f'<path class="median" d="M{sx[i]},{join}H{sx[i + 1]}" fill="none" '
                     f'stroke="{loss_colour(b.loss[i])}" stroke-width="2"/>')
     lost = ~has & (b.loss >= 100.0)
     for i in np.flatnonzero(lost).tolist():

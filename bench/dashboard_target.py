@@ -10,8 +10,9 @@ written to it.
 Calls netprobe.dashboard.target.target_page in-process on one open Store, as the collector's dashboard does,
 for --agents agents (spread over the fleet's time zones) × --targets targets (spread over its datacenters and
 lines) at each span of the page (1, 7, 30, 90 days), --repeat times each after one warm-up call per pair and
-span; prints P50/P95/max per span and over all calls, and the verdict against --goal-ms (exit 1 when the
-P95 over all calls is above it). --profile prints cProfile's top functions of one 90-day page.
+span; prints P50/P95/max per span (and the median CPU time of this process: on a busy machine the wall time
+also holds the wait for a core) and over all calls, and the verdict against --goal-ms (exit 1 when the P95
+over all calls is above it). --profile prints cProfile's top functions of one 90-day page.
 """
 
 from __future__ import annotations

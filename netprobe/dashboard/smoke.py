@@ -15,7 +15,8 @@ from html import escape
 import numpy as np
 import numpy.typing as npt
 
-from netprobe.report.svg import AXIS, GRID, PEAK_SHADE, nice_max
+from netprobe.report.svg import AXIS, GRID, PEAK_SHADE, _rect, _text, nice_max
+from netprobe.report.svg import _num as _n
 from netprobe.report.windows import DEFAULT_WINDOW
 from netprobe.store.hour_arrays import Window
 from netprobe.store.prefix import COUNTERS
@@ -39,7 +40,6 @@ LOSS_STEPS: tuple[tuple[float, str, str], ...] = (
     (20.0, "#dd00ff", "≤ 20"),
     (math.inf, "#ff0000", "> 20"),
 )
-FONT = 'font-family="system-ui,sans-serif"'
 WIDTH, HEIGHT = 900, 360
 BOX = (58.0, 16.0, 30.0, 92.0)       # plot's left, right, top, bottom margins
 _I_SENT, _I_RECEIVED, _I_ROUNDS = (COUNTERS.index(k) for k in ("sent", "received", "rounds"))
@@ -65,21 +65,6 @@ def buckets_of(window: Window) -> Buckets:
     with np.errstate(invalid="ignore", divide="ignore"):
         loss = np.where(sent > 0, np.maximum(100.0 * (sent - received) / sent, 0.0), np.nan)
     return Buckets(window.quantiles(QS), loss, window.c[:, _I_ROUNDS].astype(np.int64))
-
-
-def _n(v: float) -> str:
-    return f"{v:.1f}"
-
-
-def _text(x: float, y: float, text: str, *, size: int = 11, anchor: str = "start", fill: str = AXIS,
-          weight: str = "normal") -> str:
-    return (f'<text x="{_n(x)}" y="{_n(y)}" font-size="{size}" text-anchor="{anchor}" fill="{fill}" '
-            f'font-weight="{weight}" {FONT}>{escape(text)}</text>')
-
-
-def _rect(x: float, y: float, w: float, h: float, fill: str) -> str:
-    return (f'<rect x="{_n(x)}" y="{_n(y)}" width="{_n(max(w, 0.0))}" height="{_n(max(h, 0.0))}" '
-            f'fill="{fill}"/>')
 
 
 def _runs(has: npt.NDArray[np.bool_]) -> list[tuple[int, int]]:

@@ -51,33 +51,25 @@ async def pair(store: Source, agent_id: str, target_id: str) -> Pair | None:
 
 @dataclass(slots=True)
 class HourSeries:
-    """One probe's hour rows (row i is the hour starting at `starts[i]`, epoch seconds): counters
-    [rows, NC] (prefix.COUNTERS), exact min/max (NaN without RTT samples), sketch bins [rows, W]
-    (pos[i, j] counts key pos_lo + j; neg likewise), zero counts, extras name → [rows, 2]."""
+    """One probe's hour rows: row i is the hour starting at `starts[i]` (epoch seconds), and `rows`
+    holds each as a window of its own (hours 1; extremes: its exact min and max, NaN without RTT
+    samples)."""
 
     starts: F64
-    c: F64
-    lo: F64
-    hi: F64
-    zero: F64
-    pos_lo: int
-    pos: F64
-    neg_lo: int
-    neg: F64
-    extras: dict[str, F64]
+    rows: Window
 
     def merged(self, group: npt.NDArray[np.intp], n: int) -> Window:
         """The rows merged into n groups: row i into group[i] (−1: none). A group's sketch is the sum
         of its hours' bins, as DDSketch.merge adds them."""
+        w = self.rows
         keep = (group >= 0) & (group < n)
         g = group[keep]
         ext = np.full((n, 4), np.nan)
-        np.fmin.at(ext[:, 0], g, self.lo[keep])
-        np.fmax.at(ext[:, 1], g, self.hi[keep])
-        return Window(np.bincount(g, minlength=n).astype(np.int64), _sum(self.c[keep], g, n),
-                      _sum(self.zero[keep], g, n), self.pos_lo, _sum(self.pos[keep], g, n), self.neg_lo,
-                      _sum(self.neg[keep], g, n), {k: _sum(v[keep], g, n) for k, v in self.extras.items()},
-                      ext)
+        np.fmin.at(ext[:, 0], g, w.ext[keep, 0])
+        np.fmax.at(ext[:, 1], g, w.ext[keep, 1])
+        return Window(np.bincount(g, minlength=n).astype(np.int64), _sum(w.c[keep], g, n),
+                      _sum(w.zero[keep], g, n), w.pos_lo, _sum(w.pos[keep], g, n), w.neg_lo,
+                      _sum(w.neg[keep], g, n), {k: _sum(v[keep], g, n) for k, v in w.extras.items()}, ext)
 
 
 def _sum(a: F64, g: npt.NDArray[np.intp], n: int) -> F64:
@@ -163,7 +155,10 @@ def _decode(rows: Sequence[tuple[object, ...]]) -> HourSeries:
                 slot[i] = (total, count)
     pos_lo, pos_bins = pos.dense(n)
     neg_lo, neg_bins = neg.dense(n)
-    return HourSeries(starts, c, lo, hi, zero, pos_lo, pos_bins, neg_lo, neg_bins, extras)
+    ext = np.full((n, 4), np.nan)
+    ext[:, 0], ext[:, 1] = lo, hi
+    each = Window(np.ones(n, np.int64), c, zero, pos_lo, pos_bins, neg_lo, neg_bins, extras, ext)
+    return HourSeries(starts, each)
 
 
 class _Runs:

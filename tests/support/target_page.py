@@ -318,6 +318,17 @@ class TargetPageScenarios:
         day = await self.page(store, 1)
         assert len(history(day, "forward")) == 1 and len(history(day, "return")) == 1
 
+    async def test_without_icmp_the_mtr_destination_without_rtt_an_empty_chart(self, store: Store) -> None:
+        traced = [mtr_envelope(hour_ago(k), CN2, target="mtr-only") for k in (2, 3, 5)]
+        back = [mtr_envelope(hour_ago(k), GT, target="rmtr-only", probe="rmtr") for k in (2, 3)]
+        await store.write(typed([*traced, *back]))
+        got = await render(store, AGENT["id"], "mtr-only", 1, "/", NOW)
+        assert got is not None and "mtr RTT, ms" in got[1]
+        assert {s for s, *_ in Chart(got[1]).medians()} == {hour_ago(k) for k in (2, 3, 5)}
+        got = await render(store, AGENT["id"], "rmtr-only", 1, "/", NOW)
+        assert got is not None and "no RTT measurements in this span" in got[1]
+        assert Chart(got[1]).medians() == [] and "TCP connect: not measured in these days" in got[1]
+
     async def test_unknown_pairs_are_none(self, store: Store) -> None:
         for agent, target in (("nobody", TARGET["id"]), (AGENT["id"], "nothing"), ("nobody", "nothing")):
             assert await render(store, agent, target, 7, "/", NOW) is None

@@ -6,6 +6,7 @@ route events; merging is NumPy on the hour rows' sketch bins (netprobe.store.pai
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from html import escape
@@ -18,7 +19,7 @@ from netprobe.report.rows import rtt_probes
 from netprobe.report.windows import DEFAULT_WINDOW, last_days
 from netprobe.store.hour_arrays import HourArrays, Window
 from netprobe.store.pair_hours import HourSeries, Pair, hour_series, pair
-from netprobe.store.path_history import path_history
+from netprobe.store.path_history import PathHistory, path_history
 from netprobe.store.prefix import figures
 from netprobe.store.prefix_read import local_days
 from netprobe.store.reads import Source
@@ -52,25 +53,34 @@ async def render(store: Source, agent_id: str, target_id: str, days: int, base: 
         return None
     zone, _ = zone_of(found.agent.timezone)
     span = span_of(days, zone, now)
-    # the RTT source as the reports pick it (icmp, else an mtr trace's destination, …): the first
-    # with rows; the others are read only when it has none
-    first, *others = rtt_probes()
-    series = await hour_series(store, agent_id, target_id, [first], span.start, span.end)
-    if not series and others:
-        series = await hour_series(store, agent_id, target_id, others, span.start, span.end)
+
+    async def rest() -> tuple[dict[str, HourArrays], dict[str, PathHistory]]:
+        # TCP and SSE over the last N local days as `report peak --days N` has them: from the prefix
+        # rollups (a few rows whatever N is) and the hours after them
+        local = last_days(zone, span.days, now)
+        async with store.reading("reading rollups from") as conn:
+            days = await local_days(conn, agent_id, zone, local.first, local.now, FIGURED, [target_id])
+        return days, await path_history(store, agent_id, target_id, span.start, HISTORY_LIMIT)
+
+    # on two connections: the small reads go on while the chart's hour rows are fetched and decoded
+    series, (figured, history) = await asyncio.gather(_rtt_series(store, agent_id, target_id, span), rest())
     rtt = next((p for p in rtt_probes() if p in series), None)
-    # TCP and SSE over the last N local days as `report peak --days N` has them: from the prefix
-    # rollups (a few rows whatever N is) and the hours after them
-    local = last_days(zone, span.days, now)
-    async with store.reading("reading rollups from") as conn:
-        figured = await local_days(conn, agent_id, zone, local.first, local.now, FIGURED, [target_id])
-    history = await path_history(store, agent_id, target_id, span.start, HISTORY_LIMIT)
     title = f"{agent_id} → {target_id} · {span.days} day{'s' * (span.days != 1)}"
     parts = [_head(found, span, base), _graph(found, span, rtt, series.get(rtt) if rtt else None),
              f"<h3>TCP and SSE, the last {span.days} local day{'s' * (span.days != 1)}</h3>",
              _figures_html(figured),
              "<h3>Path history</h3>", history_html(history, zone, span.days)]
     return title, f'<section class="target-page">{"".join(parts)}</section>'
+
+
+async def _rtt_series(store: Source, agent_id: str, target_id: str, span: Span) -> dict[str, HourSeries]:
+    """The hour rows of the RTT source as the reports pick it (icmp, else an mtr trace's destination,
+    …): the first probe with rows; the others are read only when it has none."""
+    first, *others = rtt_probes()
+    series = await hour_series(store, agent_id, target_id, [first], span.start, span.end)
+    if not series and others:
+        series = await hour_series(store, agent_id, target_id, others, span.start, span.end)
+    return series
 
 
 def span_link(base: str, agent_id: str, target_id: str, days: int) -> str:

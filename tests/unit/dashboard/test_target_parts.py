@@ -1,5 +1,5 @@
 """The target page's time maths: buckets on the agent's local clock (DST and half-hour zones), ticks,
-evening-peak stretches; and the hop diff of a path change."""
+evening-peak stretches; the hop diff of a path change; links to other spans."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import numpy as np
 
 from netprobe.dashboard.paths import hop_diff
 from netprobe.dashboard.spans import bucket_hours, span_of
+from netprobe.dashboard.target import span_link
 from netprobe.report.windows import DEFAULT_WINDOW
 
 H = timedelta(hours=1)
@@ -83,3 +84,8 @@ def test_hop_diff_counts_hops_removed_and_added() -> None:
     ecmp = hop_diff([["a"], ["b"]], [["a"], ["b", "c"]])
     assert ecmp.steps == [("same", 1, ""), ("-", 2, "b"), ("+", 2, "b c")]
     assert hop_diff(before, before).steps == [("same", 5, "")]
+
+
+def test_span_links_quote_the_ids() -> None:
+    assert span_link("/dash/", "sh ct/1", "hk&cn2", 30) == "/dash/target/sh%20ct%2F1/hk%26cn2?days=30"
+    assert span_link("/", "a", "b", 1) == "/target/a/b?days=1"

@@ -40,8 +40,9 @@ NONE = "—"
 
 async def target_page(store: Store, agent_id: str, target_id: str, days: int, base: str
                       ) -> tuple[str, str] | None:
-    """(title, HTML fragment) of the pair's page over the last `days` days (1 … 90); None when the
-    agent has not measured that target."""
+    """(title, HTML fragment) of the pair's page over the last `days` days (clamped to 1 … 90); None
+    when the agent has not measured that target. The title is plain text (the caller escapes it); the
+    fragment's links are `{base}target/AGENT/TARGET?days=N` for the other spans."""
     return await render(store, agent_id, target_id, days, base, utc_now())
 
 

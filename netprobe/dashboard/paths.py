@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from html import escape
+from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
 from netprobe.report.svg import line_colour
@@ -19,26 +20,35 @@ def _hop(addresses: list[str]) -> str:
     return " ".join(addresses) if addresses else _SILENT
 
 
+class Step(NamedTuple):
+    """`same`: n hops unchanged; `~`: the hop at TTL n (new path) was `before`, is `after`; `-`: the
+    hop at TTL n of the old path is gone; `+`: the hop at TTL n of the new path is new."""
+
+    kind: str
+    n: int
+    before: str = ""
+    after: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class HopDiff:
-    """What changed between two hop lists: each step (`same` n hops; `-`/`+` a hop removed/added,
-    with its TTL in the old/new path)."""
-
-    steps: list[tuple[str, int, str]]     # (kind, ttl or count, hop)
-    added: int
+    steps: list[Step]
+    added: int          # hops of the new path not in the old (a changed hop is one added, one removed)
     removed: int
 
 
 def hop_diff(before: list[list[str]], after: list[list[str]]) -> HopDiff:
     a, b = [_hop(h) for h in before], [_hop(h) for h in after]
-    steps: list[tuple[str, int, str]] = []
+    steps: list[Step] = []
     added = removed = 0
     for op, i1, i2, j1, j2 in SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
         if op == "equal":
-            steps.append(("same", i2 - i1, ""))
+            steps.append(Step("same", i2 - i1))
             continue
-        steps += [("-", i + 1, a[i]) for i in range(i1, i2)]
-        steps += [("+", j + 1, b[j]) for j in range(j1, j2)]
+        paired = min(i2 - i1, j2 - j1)      # a replaced run: hop for hop, then what is left over
+        steps += [Step("~", j1 + k + 1, a[i1 + k], b[j1 + k]) for k in range(paired)]
+        steps += [Step("-", i + 1, before=a[i]) for i in range(i1 + paired, i2)]
+        steps += [Step("+", j + 1, after=b[j]) for j in range(j1 + paired, j2)]
         removed += i2 - i1
         added += j2 - j1
     return HopDiff(steps, added, removed)
@@ -53,13 +63,16 @@ def _line(label: str | None) -> str:
 
 def _diff_html(d: HopDiff) -> str:
     parts = []
-    for kind, n, hop in d.steps:
+    for kind, n, old, new in d.steps:
         if kind == "same":
             parts.append(f'<span class="same">{n} hop{"s" * (n != 1)} same</span>')
+        elif kind == "~":
+            parts.append(f'<span class="changed">{n}: <del>{escape(old)}</del> → '
+                         f'<ins>{escape(new)}</ins></span>')
         elif kind == "-":
-            parts.append(f'<del title="hop {n} before">−{n} {escape(hop)}</del>')
+            parts.append(f'<del title="hop {n} before">−{n} {escape(old)}</del>')
         else:
-            parts.append(f'<ins title="hop {n} after">+{n} {escape(hop)}</ins>')
+            parts.append(f'<ins title="hop {n} after">+{n} {escape(new)}</ins>')
     return (f'<span class="hop-count">+{d.added} / −{d.removed} hops:</span> '
             f'<span class="hop-diff">{" · ".join(parts)}</span>')
 
@@ -92,4 +105,4 @@ def history_html(histories: dict[str, PathHistory], zone: ZoneInfo, days: int) -
     return "".join(out)
 
 
-__all__ = ["HopDiff", "history_html", "hop_diff"]
+__all__ = ["HopDiff", "Step", "history_html", "hop_diff"]

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import numpy as np
 
-from netprobe.dashboard.paths import hop_diff
+from netprobe.dashboard.paths import Step, hop_diff
 from netprobe.dashboard.spans import bucket_hours, span_of
 from netprobe.dashboard.target import span_link
 from netprobe.report.windows import DEFAULT_WINDOW
@@ -79,11 +79,13 @@ def test_hop_diff_counts_hops_removed_and_added() -> None:
     after = [["10.0.0.1"], ["100.64.0.1"], ["202.97.12.1"], ["202.97.50.1"], ["59.43.1.1"], ["198.18.0.2"]]
     d = hop_diff(before, after)
     assert (d.added, d.removed) == (2, 1)
-    assert d.steps == [("same", 2, ""), ("-", 3, "???"), ("+", 3, "202.97.12.1"), ("+", 4, "202.97.50.1"),
-                       ("same", 2, "")]
+    assert d.steps == [Step("same", 2), Step("~", 3, "???", "202.97.12.1"), Step("+", 4, after="202.97.50.1"),
+                       Step("same", 2)]
     ecmp = hop_diff([["a"], ["b"]], [["a"], ["b", "c"]])
-    assert ecmp.steps == [("same", 1, ""), ("-", 2, "b"), ("+", 2, "b c")]
-    assert hop_diff(before, before).steps == [("same", 5, "")]
+    assert ecmp.steps == [Step("same", 1), Step("~", 2, "b", "b c")] and (ecmp.added, ecmp.removed) == (1, 1)
+    shorter = hop_diff(before, before[:2] + before[3:])
+    assert shorter.steps == [Step("same", 2), Step("-", 3, before="???"), Step("same", 2)]
+    assert hop_diff(before, before).steps == [Step("same", 5)]
 
 
 def test_span_links_quote_the_ids() -> None:

@@ -18,7 +18,7 @@ import numpy as np
 from netprobe.report.rows import rtt_probes
 from netprobe.report.windows import DEFAULT_WINDOW, last_days
 from netprobe.store.hour_arrays import HourArrays, Window
-from netprobe.store.pair_hours import HourSeries, Pair, hour_series, pair
+from netprobe.store.pair_hours import HourSeries, Pair, added, day_series, hour_series, pair
 from netprobe.store.path_history import PathHistory, path_history
 from netprobe.store.prefix import figures
 from netprobe.store.prefix_read import local_days
@@ -64,24 +64,41 @@ async def render(store: Source, agent_id: str, target_id: str, days: int, base: 
         return days, await path_history(store, agent_id, target_id, span.start, HISTORY_LIMIT)
 
     # on two connections: the small reads go on while the chart's hour rows are fetched and decoded
-    series, (figured, history) = await asyncio.gather(_rtt_series(store, agent_id, target_id, span), rest())
-    rtt = next((p for p in rtt_probes() if p in series), None)
+    rtt, (figured, history) = await asyncio.gather(_rtt_buckets(store, agent_id, target_id, span), rest())
     title = f"{agent_id} → {target_id} · {span.days} day{'s' * (span.days != 1)}"
-    parts = [_head(found, span, base), _graph(found, span, rtt, series.get(rtt) if rtt else None),
+    parts = [_head(found, span, base), _graph(found, span, rtt),
              f"<h3>TCP and SSE, the last {span.days} local day{'s' * (span.days != 1)}</h3>",
              _figures_html(figured),
              "<h3>Path history</h3>", history_html(history, zone, span.days)]
     return title, f'<section class="target-page">{"".join(parts)}</section>'
 
 
-async def _rtt_series(store: Source, agent_id: str, target_id: str, span: Span) -> dict[str, HourSeries]:
-    """The hour rows of the RTT source as the reports pick it (icmp, else an mtr trace's destination,
-    …): the first probe with rows; the others are read only when it has none."""
+async def _rtt_buckets(store: Source, agent_id: str, target_id: str, span: Span) -> tuple[str, Window] | None:
+    """The span's buckets of the RTT source as the reports pick it (icmp, else an mtr trace's
+    destination, …): the first probe with rows; the others are read only when it has none. Buckets of
+    several hours come from the prefix rollups' days where they have them (a row per day rather than
+    24 hour rows: a 90-day chart reads ~90 rows, not 2,160) and the hours after them."""
+    n = span.buckets
     first, *others = rtt_probes()
-    series = await hour_series(store, agent_id, target_id, [first], span.start, span.end)
-    if not series and others:
-        series = await hour_series(store, agent_id, target_id, others, span.start, span.end)
-    return series
+    for probes in ([first], others):
+        if span.bucket_hours > 1:
+            for probe in probes:
+                days = await day_series(store, agent_id, target_id, probe, span.zone,
+                                        span.start.astimezone(span.zone).date(), span.end)
+                if days is None:
+                    continue
+                merged = days.merged(span.zone, span.bucket_of, n)
+                tails = await hour_series(store, agent_id, target_id, [probe], days.until, span.end)
+                tail = tails.get(probe)
+                if tail is not None:
+                    merged = added(merged, tail.merged(span.bucket_of(tail.starts), n))
+                return probe, merged
+        series = await hour_series(store, agent_id, target_id, probes, span.start, span.end)
+        found = next((p for p in probes if p in series), None)
+        if found is not None:
+            s = series[found]
+            return found, s.merged(span.bucket_of(s.starts), n)
+    return None
 
 
 def span_link(base: str, agent_id: str, target_id: str, days: int) -> str:
@@ -104,13 +121,14 @@ def _head(p: Pair, span: Span, base: str) -> str:
             f'<nav class="spans">span: {" | ".join(links)}</nav>')
 
 
-def _graph(p: Pair, span: Span, probe: str | None, s: HourSeries | None) -> str:
+def _graph(p: Pair, span: Span, rtt: tuple[str, Window] | None) -> str:
     n = span.buckets
-    if s is None or probe is None:
+    if rtt is None:
         empty = smoke.Buckets(np.full((n, len(smoke.QS)), np.nan), np.full(n, np.nan), np.zeros(n, np.int64))
         return f'<figure class="smoke">{smoke.chart(empty, span, _graph_title(p), "no")}</figure>'
-    b = smoke.buckets_of(s.merged(span.bucket_of(s.starts), n))
-    total = figures_of(s.merged(np.zeros(len(s.starts), np.intp), 1))
+    probe, buckets = rtt
+    b = smoke.buckets_of(buckets)
+    total = figures_of(HourSeries(np.zeros(n), buckets).merged(np.zeros(n, np.intp), 1))
     summary = (f"{probe} over the span: median {_ms(total.get('rtt_p50_ms'))} ms, P95 "
                f"{_ms(total.get('rtt_p95_ms'))} ms, loss {_pct(total.get('loss_pct'))} %, "
                f"{total.get('rounds', 0)} rounds")

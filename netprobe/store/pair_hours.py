@@ -7,9 +7,10 @@ Plain SQL (netprobe.store.reads); the hour rows are one range of the rollups' pr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
 
 import numpy as np
 import numpy.typing as npt
@@ -17,9 +18,9 @@ import orjson
 
 from netprobe.store import sketch as sketches
 from netprobe.store.fleet import AgentInfo, TargetInfo
-from netprobe.store.hour_arrays import Window
-from netprobe.store.prefix import COUNTERS
-from netprobe.store.reads import Source
+from netprobe.store.hour_arrays import HourArrays, Window
+from netprobe.store.prefix import COUNTERS, local_day, midnight
+from netprobe.store.reads import Source, utc
 
 F64 = npt.NDArray[np.float64]
 _MAPPING = sketches.new_sketch()._mapping
@@ -70,6 +71,72 @@ class HourSeries:
         return Window(np.bincount(g, minlength=n).astype(np.int64), _sum(w.c[keep], g, n),
                       _sum(w.zero[keep], g, n), w.pos_lo, _sum(w.pos[keep], g, n), w.neg_lo,
                       _sum(w.neg[keep], g, n), {k: _sum(v[keep], g, n) for k, v in w.extras.items()}, ext)
+
+
+@dataclass(slots=True)
+class DaySeries:
+    """One probe's local days from the prefix rollups: `days` (day d: row(d) − row(d − 1), by local hour
+    of day) up to `until` (the newest row's end; the hours after it are not in them)."""
+
+    days: HourArrays            # series: the local dates, ISO
+    until: datetime
+
+    def merged(self, zone: ZoneInfo, bucket_of: Callable[[F64], npt.NDArray[np.intp]], n: int) -> Window:
+        """Each (day, local hour) into the group of its start's instant (bucket_of: epoch → group)."""
+        starts = np.array([datetime.combine(date.fromisoformat(d), time(h), tzinfo=zone).timestamp()
+                           for d in self.days.targets for h in range(24)])
+        cells = HourSeries(starts, self.days.each_hour())
+        return cells.merged(bucket_of(starts), n)
+
+
+async def day_series(store: Source, agent_id: str, target_id: str, probe: str, zone: ZoneInfo, first: date,
+                     end: datetime) -> DaySeries | None:
+    """The local days from `first` of one probe, from its prefix rows (a row per day, not 24 hour
+    rows); None when they cannot give them whole (no row ending the day before `first`, a gap, rows
+    of another zone, a row past `end`): the caller reads the hours instead."""
+    from netprobe.store.hour_arrays import Builder, decode_extremes
+
+    base = midnight(first, zone)
+    async with store.reading("reading prefix rollups from") as conn:
+        rows = await conn.fetch(
+            "SELECT folded_until, zone, payload, l0 FROM rollups_prefix WHERE agent_id = %(a)s"
+            " AND target_id = %(t)s AND probe = %(p)s AND folded_until >= %(base)s ORDER BY folded_until",
+            {"a": agent_id, "t": target_id, "p": probe, "base": base})
+    fus = [utc(r[0]) for r in rows]
+    if len(rows) < 2 or fus[0] != base or fus[-1] > end or any(r[1] != zone.key for r in rows):
+        return None
+    b = Builder()
+    for k in range(1, len(rows)):
+        day = local_day(fus[k] - timedelta(microseconds=1), zone)
+        if fus[k - 1] != midnight(day, zone):          # the row before must end the day before
+            return None
+        b.add_payload(day.isoformat(), bytes(rows[k][2]), 1.0)
+        b.add_payload(day.isoformat(), bytes(rows[k - 1][2]), -1.0)
+        b.add_extremes(day.isoformat(), decode_extremes(bytes(rows[k][3]) if rows[k][3] else None))
+    return DaySeries(b.build(), fus[-1])
+
+
+def added(a: Window, b: Window) -> Window:
+    """Two groupings of the same groups, added (bins laid on one key range)."""
+    def bins(lo_a: int, x: F64, lo_b: int, y: F64) -> tuple[int, F64]:
+        if not x.shape[1]:
+            return lo_b, y.copy()
+        if not y.shape[1]:
+            return lo_a, x.copy()
+        lo, hi = min(lo_a, lo_b), max(lo_a + x.shape[1], lo_b + y.shape[1])
+        out = np.zeros((x.shape[0], hi - lo))
+        out[:, lo_a - lo:lo_a - lo + x.shape[1]] += x
+        out[:, lo_b - lo:lo_b - lo + y.shape[1]] += y
+        return lo, out
+
+    pos_lo, pos = bins(a.pos_lo, a.pos, b.pos_lo, b.pos)
+    neg_lo, neg = bins(a.neg_lo, a.neg, b.neg_lo, b.neg)
+    extras = {k: a.extras.get(k, 0.0) + b.extras.get(k, 0.0) for k in a.extras.keys() | b.extras.keys()}
+    ext = np.full(a.ext.shape, np.nan)
+    ext[:, 0] = np.fmin(a.ext[:, 0], b.ext[:, 0])
+    ext[:, 1] = np.fmax(a.ext[:, 1], b.ext[:, 1])
+    return Window(a.hours + b.hours, a.c + b.c, a.zero + b.zero, pos_lo, pos, neg_lo, neg,
+                  {k: np.asarray(v, np.float64) for k, v in extras.items()}, ext)
 
 
 def _sum(a: F64, g: npt.NDArray[np.intp], n: int) -> F64:
@@ -211,4 +278,4 @@ def _foreign(text: str) -> tuple[int, list[float], int, list[float], float]:
     return out[0][0], out[0][1], out[1][0], out[1][1], float(foreign._zero_count)
 
 
-__all__ = ["HourSeries", "Pair", "hour_series", "pair"]
+__all__ = ["DaySeries", "HourSeries", "Pair", "added", "day_series", "hour_series", "pair"]

@@ -92,26 +92,32 @@ class DaySeries:
 async def day_series(store: Source, agent_id: str, target_id: str, probe: str, zone: ZoneInfo, first: date,
                      end: datetime) -> DaySeries | None:
     """The local days from `first` of one probe, from its prefix rows (a row per day, not 24 hour
-    rows); None when they cannot give them whole (no row ending the day before `first`, a gap, rows
-    of another zone, a row past `end`): the caller reads the hours instead."""
+    rows): each day's row less the row before it (none before a series' first day); None when they
+    cannot give them whole (rows before `first` but none ending the day before it, a gap, rows of
+    another zone, a row past `end`): the caller reads the hours instead."""
     from netprobe.store.hour_arrays import Builder, decode_extremes
 
     base = midnight(first, zone)
+    key = {"a": agent_id, "t": target_id, "p": probe, "base": base}
+    where = "agent_id = %(a)s AND target_id = %(t)s AND probe = %(p)s"
     async with store.reading("reading prefix rollups from") as conn:
-        rows = await conn.fetch(
-            "SELECT folded_until, zone, payload, l0 FROM rollups_prefix WHERE agent_id = %(a)s"
-            " AND target_id = %(t)s AND probe = %(p)s AND folded_until >= %(base)s ORDER BY folded_until",
-            {"a": agent_id, "t": target_id, "p": probe, "base": base})
-    fus = [utc(r[0]) for r in rows]
-    if len(rows) < 2 or fus[0] != base or fus[-1] > end or any(r[1] != zone.key for r in rows):
+        rows = await conn.fetch("SELECT folded_until, zone, payload, l0 FROM rollups_prefix"
+                                f" WHERE {where} AND folded_until >= %(base)s ORDER BY folded_until", key)
+        fus = [utc(r[0]) for r in rows]
+        # no row ending the day before `first`: the series must have begun since (its first row is
+        # its first day's), else rows are missing
+        begun = bool(rows) and fus[0] != base and not await conn.fetch(
+            f"SELECT 1 FROM rollups_prefix WHERE {where} AND folded_until < %(base)s LIMIT 1", key)
+    if not rows or (fus[0] != base and not begun) or fus[-1] > end or any(r[1] != zone.key for r in rows):
         return None
     b = Builder()
-    for k in range(1, len(rows)):
+    for k in range(0 if begun else 1, len(rows)):
         day = local_day(fus[k] - timedelta(microseconds=1), zone)
-        if fus[k - 1] != midnight(day, zone):          # the row before must end the day before
-            return None
         b.add_payload(day.isoformat(), bytes(rows[k][2]), 1.0)
-        b.add_payload(day.isoformat(), bytes(rows[k - 1][2]), -1.0)
+        if k:
+            if fus[k - 1] != midnight(day, zone):      # the row before must end the day before
+                return None
+            b.add_payload(day.isoformat(), bytes(rows[k - 1][2]), -1.0)
         b.add_extremes(day.isoformat(), decode_extremes(bytes(rows[k][3]) if rows[k][3] else None))
     return DaySeries(b.build(), fus[-1])
 

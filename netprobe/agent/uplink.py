@@ -30,6 +30,7 @@ from tenacity import (
 )
 
 from netprobe import __version__
+from netprobe.collector.health import health_headers
 from netprobe.config.secrets import read_secret
 from netprobe.config.sections import UplinkConfig
 from netprobe.logs import log_event
@@ -139,7 +140,8 @@ class Uplink:
         body = gzip.compress(orjson.dumps([e.payload for e in batch]), 5)
         try:
             async with asyncio.timeout(self._cfg.timeout):  # connect to the answer read, as before
-                resp = await http1.request("POST", self._url, headers=self._headers, body=body)
+                headers = self._headers | health_headers(self.stats.depth, utc_now())
+                resp = await http1.request("POST", self._url, headers=headers, body=body)
                 try:
                     status = resp.status
                     text = (await resp.read(ANSWER_CAP)).decode("utf-8", "replace")[:300]

@@ -1,0 +1,74 @@
+"""What the dashboard reads beyond the report's queries (DESIGN §11) — agents' health, firing alerts —
+and the one write behind it: an agent's health as its uplink reports it on each upload (the collector's
+ingest, never a page)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import update
+
+from netprobe.store.reads import Source, utc
+from netprobe.store.schema import agents
+from netprobe.store.store import Store
+
+_A = agents.c
+
+
+@dataclass(frozen=True, slots=True)
+class AgentHealth:
+    id: str
+    region: str | None
+    isp: str | None
+    timezone: str | None
+    first_seen: datetime | None       # None: a token was issued, nothing was received yet
+    last_seen: datetime | None
+    outbox_backlog: int | None        # None: its uplink does not report it (yet)
+    clock_offset_ms: float | None     # its clock minus the collector's, ± the upload's one-way time
+    health_at: datetime | None
+    token: str                        # live | revoked | none
+
+
+async def note_health(store: Store, agent_id: str, backlog: int | None, offset_ms: float | None,
+                      at: datetime) -> None:
+    """Record what an upload's headers said (the agent's row exists once its first round is stored)."""
+    async with store._write("recording an agent's health in") as conn:
+        await conn.execute(update(agents).where(_A.id == agent_id)
+                           .values(outbox_backlog=backlog, clock_offset_ms=offset_ms, health_at=at))
+
+
+_AGENTS = (
+    "SELECT a.id, a.region, a.isp, a.timezone, a.first_seen, a.last_seen, a.outbox_backlog,"
+    " a.clock_offset_ms, a.health_at, t.revoked_at, t.agent_id FROM agents a"
+    " LEFT JOIN agent_tokens t ON t.agent_id = a.id"
+    " UNION ALL SELECT t.agent_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, t.revoked_at, t.agent_id"
+    " FROM agent_tokens t WHERE NOT EXISTS (SELECT 1 FROM agents a WHERE a.id = t.agent_id)")
+
+
+async def agents_health(store: Source) -> list[AgentHealth]:
+    """Every agent that sent rounds or holds a token, by id."""
+    async with store.reading("reading agents from") as conn:
+        rows = await conn.fetch(_AGENTS)
+    out = []
+    for (agent_id, region, isp, zone, first, last, backlog, offset, at, revoked, has_token) in rows:
+        out.append(AgentHealth(
+            id=agent_id, region=region, isp=isp, timezone=zone,
+            first_seen=utc(first) if first is not None else None,
+            last_seen=utc(last) if last is not None else None,
+            outbox_backlog=int(backlog) if backlog is not None else None,
+            clock_offset_ms=float(offset) if offset is not None else None,
+            health_at=utc(at) if at is not None else None,
+            token="none" if has_token is None else "revoked" if revoked is not None else "live"))
+    return sorted(out, key=lambda h: h.id)
+
+
+async def firing_alerts(store: Source) -> dict[tuple[str, str], list[str]]:
+    """The rules firing now, per agent × target (alert_states)."""
+    async with store.reading("reading alerts from") as conn:
+        rows = await conn.fetch("SELECT agent_id, target_id, rule FROM alert_states WHERE state = 'firing'"
+                                " ORDER BY rule")
+    out: dict[tuple[str, str], list[str]] = {}
+    for agent_id, target_id, rule in rows:
+        out.setdefault((agent_id, target_id), []).append(rule)
+    return out

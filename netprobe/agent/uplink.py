@@ -30,11 +30,11 @@ from tenacity import (
 )
 
 from netprobe import __version__
-from netprobe.collector.health import health_headers
 from netprobe.config.secrets import read_secret
 from netprobe.config.sections import UplinkConfig
 from netprobe.logs import log_event
 from netprobe.net import http1
+from netprobe.net.upload_health import health_headers
 from netprobe.store import Store
 from netprobe.store.outbox import OutboxEntry
 from netprobe.times import utc_now

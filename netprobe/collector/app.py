@@ -13,17 +13,17 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from netprobe.collector.body import CHUNK, Parsed, Rejected, content_encoding, parse_request, read_capped
-from netprobe.collector.health import (
+from netprobe.collector.metrics import CollectorMetrics
+from netprobe.collector.tokens import Tokens
+from netprobe.errors import RefusedValueError, StorageError
+from netprobe.logs import log_event
+from netprobe.net.upload_health import (
     BACKLOG_HEADER,
     SENT_AT_HEADER,
     BadHealthHeader,
     UploadHealth,
     parse_health,
 )
-from netprobe.collector.metrics import CollectorMetrics
-from netprobe.collector.tokens import Tokens
-from netprobe.errors import RefusedValueError, StorageError
-from netprobe.logs import log_event
 from netprobe.sinks.pipeline import Pipeline
 from netprobe.store import EnvelopeError, Store
 from netprobe.store.dashboard import note_health

@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from netprobe.collector.health import BACKLOG_HEADER, SENT_AT_HEADER
+from netprobe.net.upload_health import BACKLOG_HEADER, SENT_AT_HEADER
 from netprobe.report.windows import DEFAULT_WINDOW, last_window_end
 from tests.support.collector import CLI, CollectorProcess, add_agent
 from tests.support.dashboard import Answer, add_viewer, basic, dashboard_config, fetch

@@ -65,3 +65,19 @@ def table(heads: Iterable[tuple[str, bool]], rows: Iterable[Iterable[str]]) -> s
                                     for c, (_, numeric) in zip(row, cols, strict=True)) + "</tr>"
                    for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def loss_colour(loss_pct: float | None) -> str:
+    """SmokePing's idea, in three steps: green below 0.1 % loss, amber below 1 %, red from 1 %."""
+    if loss_pct is None:
+        return "#8c959f"
+    return "#2da44e" if loss_pct < 0.1 else "#d4a72c" if loss_pct < 1.0 else "#cf222e"
+
+
+def bar(value: float | None, top: float, loss_pct: float | None, width: int = 160) -> str:
+    """An inline SVG bar: `value` on a 0…`top` scale, coloured by loss."""
+    if value is None or top <= 0:
+        return ""
+    w = max(1, round(width * min(value, top) / top))
+    return (f'<svg width="{width}" height="12" role="img" aria-label="{value:.1f}">'
+            f'<rect width="{w}" height="12" fill="{loss_colour(loss_pct)}"/></svg>')

@@ -11,7 +11,7 @@ from collections import defaultdict
 from dataclasses import replace
 from datetime import datetime
 
-from netprobe.dashboard.layout import e, table, target_href
+from netprobe.dashboard.layout import bar, e, table, target_href
 from netprobe.report.columns import NONE, back, detected, ms, pct, share
 from netprobe.report.peak import compute
 from netprobe.report.ranking import RULE, rank_rows
@@ -54,16 +54,17 @@ def _line(row: PeakRow) -> str:
     return " ".join(parts)
 
 
-def _row(row: PeakRow, alerts: list[str], base: str) -> list[str]:
+def _row(row: PeakRow, alerts: list[str], base: str, top: float) -> list[str]:
     link = f'<a href="{e(target_href(base, row.agent, row.target))}">{e(row.target)}</a>'
     firing = f'<span class="bad">{e(", ".join(alerts))}</span>' if alerts else NONE
     return [NONE if row.rank is None else str(row.rank), link, e(row.agent), e(row.datacenter or NONE),
-            _line(row), ms(row.peak.rtt_p95_ms), pct(row.peak.loss_pct),
+            _line(row), ms(row.peak.rtt_p95_ms), bar(row.peak.rtt_p95_ms, top, row.peak.loss_pct),
+            pct(row.peak.loss_pct),
             share(row.slo.attainment_pct if row.slo is not None else None), firing]
 
 
 _HEADS = (("rank", True), ("target", False), ("agent", False), ("dc", False),
-          ("line (declared → forward ↩ return)", False), ("peak P95 ms", True), ("loss %", True),
+          ("line (declared → forward ↩ return)", False), ("peak P95 ms", True), ("", False), ("loss %", True),
           (f"SLO % ≤ {DEFAULT_SLO_TTFT_MS:g} ms", True), ("firing alerts", False))
 
 
@@ -76,7 +77,8 @@ async def overview_page(store: Source, base: str, now: datetime) -> tuple[str, s
     parts = [f"<h1>{e(title)}</h1>",
              f'<p class="note">Each agent\'s last evening peak, local time ({e(peaks or "no agents yet")}). '
              f"{e(RULE)}. SLO %: share of requests whose first token arrives within "
-             f"{DEFAULT_SLO_TTFT_MS:g} ms (DESIGN §10). A target's page has its history.</p>"]
+             f"{DEFAULT_SLO_TTFT_MS:g} ms (DESIGN §10). Bars: peak P95 on the region's scale, green below "
+             "0.1 % loss, amber below 1 %, red from 1 %. A target's page has its history.</p>"]
     by_region: dict[str, list[PeakRow]] = defaultdict(list)
     for row in rows:
         by_region[row.region or NONE].append(row)
@@ -85,7 +87,9 @@ async def overview_page(store: Source, base: str, now: datetime) -> tuple[str, s
                      "uploaded.</p>")
     for region, members in by_region.items():
         parts.append(f"<h2>Region {e(region)}</h2>")
-        parts.append(table(_HEADS, (_row(r, alerts.get((r.agent, r.target), []), base) for r in members)))
+        top = max((r.peak.rtt_p95_ms for r in members if r.peak.rtt_p95_ms is not None), default=0.0)
+        cells = (_row(r, alerts.get((r.agent, r.target), []), base, top) for r in members)
+        parts.append(table(_HEADS, cells))
     firing_elsewhere = sorted(k for k in alerts if k not in {(r.agent, r.target) for r in rows})
     if firing_elsewhere:
         parts.append("<h2>Firing alerts without peak figures</h2>")

@@ -87,7 +87,7 @@ def test_days_parameter(site: tuple[Path, str, str, str]) -> None:
         got = fetch(f"{page}?days={bad}", auth)
         assert got.status == 400 and "days: expected a whole number of days from 1 to 90" in got.text, bad
     assert fetch(f"{page}?days=1&days=2", auth).status == 400
-    assert fetch(f"{page}?days=0").status == 401         # credentials first: nothing is said without them
+    assert fetch(f"{page}?days=0").status == 401          # credentials first: nothing is said without them
     assert fetch(f"{url}{PREFIX}target/nobody/nothing?days=7", auth).status == 404
 
 

@@ -1,7 +1,7 @@
 """The dashboard in a real browser (issue 14 point 2): an agent on the lab uploads to a collector with its
 dashboard on; headless Chromium (Debian's, driven by Playwright) opens the overview, follows a link to a
-target page and a span link, visits the agents page; the screenshots show the charts, and every request
-the pages made went to the collector itself."""
+target page and its 1-day span link, visits the agents page; the screenshots show the charts, and every
+request the pages made went to the collector itself."""
 
 from __future__ import annotations
 
@@ -132,15 +132,15 @@ def test_overview_to_target_page_in_chromium(lab: LabState, tmp_path: Path) -> N
     assert len(seen["requests"]) == 4, seen["requests"]        # the four pages, nothing else
     assert re.fullmatch(r"/target/lab-dash/(hk-cn2|tokyo-163)\?days=7", seen["href"]), seen["href"]
     assert seen["target_url"] == ORIGIN + seen["href"]
-    assert seen["span_url"] == ORIGIN + seen["href"].replace("days=7", "days=90")
+    assert seen["span_url"] == ORIGIN + seen["href"].replace("days=7", "days=1")
     # The overview's bars: the clean line in green, the lossy 163 line in red.
     overview = load_png(shots / "overview.png")
     for colour in (loss_colour(0.0), loss_colour(20.0)):
         rgb = tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))
         assert coloured_pixels(overview, (rgb[0], rgb[1], rgb[2])) > 200, colour
     assert ink(load_png(shots / "overview_bar.png")) > 100
-    # The target page's chart has marks drawn, not just its frame.
-    assert ink(load_png(shots / "target_chart.png")) > 100
+    # The target page's chart (over 1 day: the rounds are minutes old) has marks drawn, not just its frame.
+    assert ink(load_png(shots / "target_chart.png")) > 60
     # The agents page: the backlog and clock offset its uploads reported.
     row = next(line for line in seen["agents_text"].splitlines() if line.startswith("lab-dash"))
     assert re.search(r"\t[0-9,]+\t[+-][0-9]+ ms\t", row), row

@@ -35,11 +35,11 @@ def browse(url: str, user: str, secret: str, out: Path) -> dict[str, Any]:
                 link.click()
             target_url = page.url
             page.screenshot(path=str(out / "target.png"), full_page=True)
-            page.locator("main svg").first.screenshot(path=str(out / "target_chart.png"))
-            span = page.locator('p.spans a:text("90 days")')
+            span = page.locator('p.spans a:text("1 day")')     # the lab's rounds are minutes old
             with page.expect_navigation(wait_until="load"):
                 span.click()
             span_url = page.url
+            page.locator("main svg").first.screenshot(path=str(out / "target_chart.png"))
             agents = page.goto(url + "agents", wait_until="load")
             statuses["agents"] = agents.status if agents else 0
             agents_text = page.inner_text("main")

@@ -34,7 +34,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("agents") as batch:
-        for column in ("health_at", "clock_offset_ms", "outbox_backlog"):
-            batch.drop_column(column)
+    # Not batch_alter_table: on SQLite that copies and drops `agents`, which the rounds' foreign keys
+    # refuse; both databases drop a plain column in place (SQLite since 3.35).
+    for column in ("health_at", "clock_offset_ms", "outbox_backlog"):
+        op.execute(f"ALTER TABLE agents DROP COLUMN {column}")
     op.drop_table("dashboard_viewers")

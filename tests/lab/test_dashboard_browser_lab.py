@@ -21,7 +21,14 @@ from sqlalchemy.engine import make_url
 from netprobe.dashboard.layout import loss_colour
 from netprobe.lab.addressing import AGENT_NS
 from tests.support.browser import coloured_pixels, ink, load_png
-from tests.support.collector import CLI, CollectorProcess, add_agent, collected_ids, wait_for
+from tests.support.collector import (
+    CLI,
+    CollectorProcess,
+    add_agent,
+    collected_ids,
+    lab_uplink_agent,
+    wait_for,
+)
 from tests.support.dashboard import add_viewer, dashboard_config
 from tests.support.lab import LabState, running_lab
 from tests.support.pg import scratch_database
@@ -39,42 +46,6 @@ SPEC: dict[str, Any] = {
          "forward": {"delay_ms": 40.0, "loss_pct": 20.0}, "reverse": {"delay_ms": 40.0}},
     ],
 }
-AGENT = """
-[agent]
-id = "lab-dash"
-region = "cn-east"
-isp = "telecom"
-timezone = "{zone}"
-
-[storage]
-url = "sqlite:///{db}"
-
-[probes.icmp]
-every = "1s"
-count = 5
-interval = "0.05s"
-timeout = "0.5s"
-
-[[targets]]
-id = "hk-cn2"
-host = "hk.lab"
-datacenter = "hk"
-line = "cn2-gia"
-probes = ["icmp"]
-
-[[targets]]
-id = "tokyo-163"
-host = "tokyo.lab"
-datacenter = "tokyo"
-line = "163"
-probes = ["icmp"]
-
-[uplink]
-url = "{origin}"
-token_file = "{token}"
-batch = 20
-retry_max = "1s"
-"""
 
 
 def evening_zone(now: datetime) -> str:
@@ -101,7 +72,8 @@ def test_overview_to_target_page_in_chromium(lab: LabState, tmp_path: Path) -> N
         collector = CollectorProcess(config, ORIGIN, tmp_path / "collector.log", netns=AGENT_NS)
         collector.start()
         db, cfg, log = tmp_path / "agent.db", tmp_path / "agent.toml", tmp_path / "agent.log"
-        cfg.write_text(AGENT.format(zone=evening_zone(datetime.now(UTC)), db=db, token=token, origin=ORIGIN))
+        zone = evening_zone(datetime.now(UTC))
+        cfg.write_text(lab_uplink_agent("lab-dash", db, token, url=ORIGIN, zone=zone, count=5, batch=20))
         with log.open("ab") as out:
             agent = subprocess.Popen(["ip", "netns", "exec", AGENT_NS, *CLI, "agent", "run", "--config",
                                       str(cfg)], stdout=out, stderr=out)

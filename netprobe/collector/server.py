@@ -87,9 +87,13 @@ class Collector:
         app = make_app(ingest)
         if cfg.dashboard.enabled:
             from netprobe.collector.viewers import Viewers
+            from netprobe.dashboard.overview import PeakSnapshot
             from netprobe.dashboard.routes import Dashboard, add_dashboard
 
-            add_dashboard(app, Dashboard(store, Viewers(store), cfg.dashboard.prefix))
+            snapshot = PeakSnapshot(store, cfg.dashboard.refresh) if cfg.dashboard.refresh > 0 else None
+            if snapshot is not None:
+                stack.push_async_callback(snapshot.close)
+            add_dashboard(app, Dashboard(store, Viewers(store), cfg.dashboard.prefix, snapshot))
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=CUT_AFTER)
         await runner.setup()
         stack.push_async_callback(runner.cleanup)

@@ -68,6 +68,9 @@ class DashboardSection(StrictModel):
 
     enabled: bool = Field(default=False, description="serve the dashboard (viewers: collector add-viewer)")
     prefix: str = Field(default="/", description='URL path it is served under; starts and ends with "/"')
+    refresh: Duration = Field(default=60.0, ge=0, le=3600,
+                              description="the overview's peak figures are recomputed at most this often "
+                                          "(0: for every request)")
 
     @field_validator("prefix")
     @classmethod

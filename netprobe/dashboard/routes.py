@@ -16,7 +16,7 @@ from aiohttp import web
 from netprobe.collector.viewers import Viewers
 from netprobe.dashboard.agents import agents_page
 from netprobe.dashboard.layout import DEFAULT_DAYS, MAX_DAYS, MIN_DAYS, e, page
-from netprobe.dashboard.overview import overview_page
+from netprobe.dashboard.overview import PeakSnapshot, overview_page
 from netprobe.dashboard.target import target_page
 from netprobe.errors import StorageError
 from netprobe.logs import log_event
@@ -42,6 +42,7 @@ class Dashboard:
     store: Store
     viewers: Viewers
     prefix: str          # starts and ends with "/"
+    snapshot: PeakSnapshot | None = None     # the overview's rows, recomputed in the background
 
 
 DASHBOARD = web.AppKey("dashboard", Dashboard)
@@ -71,7 +72,7 @@ def days_of(request: web.Request) -> int:
 
 
 async def _overview(d: Dashboard, request: web.Request) -> tuple[str, str, str]:
-    title, body = await overview_page(d.store, d.prefix, utc_now())
+    title, body = await overview_page(d.store, d.prefix, utc_now(), d.snapshot)
     return title, body, "overview"
 
 

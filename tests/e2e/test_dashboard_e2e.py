@@ -17,7 +17,7 @@ import pytest
 
 from netprobe.net.upload_health import BACKLOG_HEADER, SENT_AT_HEADER
 from netprobe.report.windows import DEFAULT_WINDOW, last_window_end
-from tests.support.collector import CLI, CollectorProcess, add_agent
+from tests.support.collector import CLI, CollectorProcess, add_agent, wait_for
 from tests.support.dashboard import Answer, add_viewer, basic, dashboard_config, fetch
 from tests.support.farend import free_tcp_port
 from tests.support.pg import scratch_database
@@ -34,7 +34,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str, 
     tmp = tmp_path_factory.mktemp("dash")
     with scratch_database() as db:
         port = free_tcp_port()
-        config = dashboard_config(tmp / "collector.toml", db, f"127.0.0.1:{port}", PREFIX)
+        config = dashboard_config(tmp / "collector.toml", db, f"127.0.0.1:{port}", PREFIX, refresh="1s")
         secret = add_viewer(config, "ops")
         token = add_agent(config, AGENT["id"], tmp / "token")
         collector = CollectorProcess(config, f"http://127.0.0.1:{port}", tmp / "collector.log")
@@ -94,9 +94,11 @@ def test_days_parameter(site: tuple[Path, str, str, str]) -> None:
 def test_rounds_and_health_show_on_the_pages(site: tuple[Path, str, str, str]) -> None:
     _, url, auth, token = site
     now = datetime.now(UTC)
-    end = last_window_end(DEFAULT_WINDOW, ZoneInfo(AGENT["timezone"]), now)
-    at = end - timedelta(minutes=30)          # inside the last evening peak
-    rounds = [icmp_envelope(at + timedelta(seconds=60 * i), [20.0 + i, 21.0, 22.0, None]) for i in range(5)]
+    zone = ZoneInfo(AGENT["timezone"])
+    end = last_window_end(DEFAULT_WINDOW, zone, now)
+    start = end.astimezone(zone).replace(hour=DEFAULT_WINDOW.start, minute=0, second=0, microsecond=0)
+    at = end - min(timedelta(minutes=30), (end - start) / 2)     # inside the last evening peak (so far)
+    rounds = [icmp_envelope(at + timedelta(seconds=i), [20.0 + i, 21.0, 22.0, None]) for i in range(5)]
     sent = now - timedelta(seconds=3)        # an agent whose clock is 3 s behind
     bad = _upload(url, token, rounds, {BACKLOG_HEADER: "12x", SENT_AT_HEADER: sent.isoformat()})
     assert bad.status == 400 and BACKLOG_HEADER in bad.text
@@ -111,9 +113,12 @@ def test_rounds_and_health_show_on_the_pages(site: tuple[Path, str, str, str]) -
     offset = int(re.findall(r">([+-][0-9]+) ms<", agents.text)[0])
     assert -3500 <= offset <= -2900, offset        # −3 s, less the upload's time on loopback
 
-    overview = fetch(url + PREFIX, auth).text
+    # The overview's rows were computed before the upload (the first test): a request after `refresh`
+    # (1 s) is answered with them and recomputes them in the background; a later one has the new rows.
     link = f'href="{PREFIX}target/{AGENT["id"]}/{TARGET["id"]}?days=7"'
-    assert link in overview and f"Region {AGENT['region']}" in overview
+    wait_for(lambda: link in fetch(url + PREFIX, auth).text, 15, "the overview's rows recomputed", every=0.5)
+    overview = fetch(url + PREFIX, auth).text
+    assert f"Region {AGENT['region']}" in overview and "recomputed at most every 1 s" in overview
     target = fetch(f"{url}{PREFIX}target/{AGENT['id']}/{TARGET['id']}?days=30", auth)
     assert target.status == 200 and TARGET["id"] in target.text
     assert f'href="{PREFIX}target/{AGENT["id"]}/{TARGET["id"]}?days=90"' in target.text   # the span links

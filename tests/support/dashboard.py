@@ -12,9 +12,9 @@ from pathlib import Path
 from tests.support.collector import CLI
 
 
-def dashboard_config(path: Path, db_url: str, listen: str, prefix: str = "/") -> Path:
+def dashboard_config(path: Path, db_url: str, listen: str, prefix: str = "/", refresh: str = "60s") -> Path:
     path.write_text(f'[collector]\nlisten = "{listen}"\n\n[storage]\nurl = "{db_url}"\n\n'
-                    f'[dashboard]\nenabled = true\nprefix = "{prefix}"\n')
+                    f'[dashboard]\nenabled = true\nprefix = "{prefix}"\nrefresh = "{refresh}"\n')
     return path
 
 

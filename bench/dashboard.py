@@ -13,7 +13,11 @@ overview's alert column has something to read (rows removed at the end). Then, o
 connection, one request at a time: --warmup requests, then --requests timed ones per page — the overview,
 the agents page, and target pages for --pairs agent × target pairs at 1, 7, 30 and 90 days. Prints
 P50/P95/max per page, the collector's CPU per request, and the goal: P95 < 200 ms for every page.
-Nothing is cached: every request reads the database and renders the page again.
+
+The overview's peak figures are computed in the background at most every `[dashboard] refresh` (60 s)
+and served from the last computation (netprobe.dashboard.overview.PeakSnapshot); everything else —
+firing alerts, agents, target pages — is read for every request. So a second collector runs with
+`refresh = "0s"` and times --uncached overview requests that each compute the whole fleet's last peak.
 """
 
 from __future__ import annotations
@@ -86,12 +90,12 @@ def _pairs(url: str, n: int, seed: int) -> list[tuple[str, str]]:
 
 
 @contextmanager
-def collector(url: str, tmp: Path) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
+def collector(url: str, tmp: Path, refresh: str) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
     """`netprobe collector run` with the dashboard on: (its URL, a viewer's Authorization, the process)."""
     port = _free_port()
     config = tmp / "collector.toml"
     config.write_text(f'[collector]\nlisten = "127.0.0.1:{port}"\n[storage]\nurl = "{url}"\n'
-                      '[log]\nlevel = "warning"\n[dashboard]\nenabled = true\n')
+                      f'[log]\nlevel = "warning"\n[dashboard]\nenabled = true\nrefresh = "{refresh}"\n')
     cli = [sys.executable, "-m", "netprobe.cli", "collector"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     secret = subprocess.run([*cli, "add-viewer", "bench", "--config", str(config)], capture_output=True,
@@ -161,20 +165,26 @@ def measure(url: str, args: argparse.Namespace) -> bool:
     pages: dict[str, list[str]] = {"overview": ["/"], "agents": ["/agents"]}
     for days in SPANS:
         pages[f"target days={days} (stub)"] = [f"/target/{a}/{t}?days={days}" for a, t in pairs]
-    with tempfile.TemporaryDirectory(prefix="netprobe-dash-bench-") as tmp, collector(url, Path(tmp)) as (
-            base, auth, proc), alert_rows(url, args.seed) as firing:
-        print(f"collector {base}; alert_states: {len(RULES)} rules × the fleet's pairs, {firing} firing; "
-              f"{args.requests} requests per page after {args.warmup} warm-up, one at a time", flush=True)
-        got = asyncio.run(time_pages(base, auth, pages, args.warmup, args.requests, proc.pid))
+    runs = (("refresh 60s", "60s", pages, args.requests),
+            ("uncached: refresh 0s", "0s", {"overview uncached": ["/"]}, args.uncached))
     ok = True
-    print(f"{'page':28} {'P50 ms':>8} {'P95 ms':>8} {'max ms':>8} {'cpu ms/req':>11}  "
-          f"goal P95 < {GOAL_P95_MS:g} ms")
-    for name, (times, cpu) in got.items():
-        met = p95(times) < GOAL_P95_MS
-        ok &= met
-        print(f"{name:28} {statistics.median(times):8.1f} {p95(times):8.1f} {max(times):8.1f} "
-              f"{cpu * 1000:11.1f}  {'ok' if met else 'MISSED'}", flush=True)
-    print("goal met" if ok else "goal MISSED", flush=True)
+    with tempfile.TemporaryDirectory(prefix="netprobe-dash-bench-") as tmp, \
+            alert_rows(url, args.seed) as firing:
+        print(f"alert_states: {len(RULES)} rules × the fleet's pairs, {firing} firing; one request at a time "
+              f"after {args.warmup} warm-up per page", flush=True)
+        print(f"{'page':28} {'n':>4} {'P50 ms':>8} {'P95 ms':>8} {'max ms':>8} {'cpu ms/req':>11}  "
+              f"goal P95 < {GOAL_P95_MS:g} ms", flush=True)
+        for label, refresh, chosen, n in runs:
+            with collector(url, Path(tmp), refresh) as (base, auth, proc):
+                print(f"[{label}] collector {base}", flush=True)
+                got = asyncio.run(time_pages(base, auth, chosen, args.warmup, n, proc.pid))
+            for name, (times, cpu) in got.items():
+                met = p95(times) < GOAL_P95_MS
+                if refresh != "0s":
+                    ok &= met
+                print(f"{name:28} {len(times):4d} {statistics.median(times):8.1f} {p95(times):8.1f} "
+                      f"{max(times):8.1f} {cpu * 1000:11.1f}  {'ok' if met else 'MISSED'}", flush=True)
+    print("goal met (pages as served)" if ok else "goal MISSED", flush=True)
     return ok
 
 
@@ -182,6 +192,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--existing", metavar="URL", help="a database report_scale.py --keep built")
     ap.add_argument("--requests", type=int, default=40, help="timed requests per page (default 40)")
+    ap.add_argument("--uncached", type=int, default=10, help="timed requests of the uncached overview")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--pairs", type=int, default=4, help="agent × target pairs the target pages cycle over")
     ap.add_argument("--agents", type=int, default=10)

@@ -34,6 +34,7 @@ from netprobe.config.secrets import read_secret
 from netprobe.config.sections import UplinkConfig
 from netprobe.logs import log_event
 from netprobe.net import http1
+from netprobe.net.upload_health import health_headers
 from netprobe.store import Store
 from netprobe.store.outbox import OutboxEntry
 from netprobe.times import utc_now
@@ -139,7 +140,8 @@ class Uplink:
         body = gzip.compress(orjson.dumps([e.payload for e in batch]), 5)
         try:
             async with asyncio.timeout(self._cfg.timeout):  # connect to the answer read, as before
-                resp = await http1.request("POST", self._url, headers=self._headers, body=body)
+                headers = self._headers | health_headers(self.stats.depth, utc_now())
+                resp = await http1.request("POST", self._url, headers=headers, body=body)
                 try:
                     status = resp.status
                     text = (await resp.read(ANSWER_CAP)).decode("utf-8", "replace")[:300]

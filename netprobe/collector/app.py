@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from aiohttp import web
@@ -16,9 +17,18 @@ from netprobe.collector.metrics import CollectorMetrics
 from netprobe.collector.tokens import Tokens
 from netprobe.errors import RefusedValueError, StorageError
 from netprobe.logs import log_event
+from netprobe.net.upload_health import (
+    BACKLOG_HEADER,
+    SENT_AT_HEADER,
+    BadHealthHeader,
+    UploadHealth,
+    parse_health,
+)
 from netprobe.sinks.pipeline import Pipeline
 from netprobe.store import EnvelopeError, Store
+from netprobe.store.dashboard import note_health
 from netprobe.store.envelopes import parse_envelopes
+from netprobe.times import utc_now
 
 log = logging.getLogger("netprobe.collector")
 
@@ -86,12 +96,16 @@ async def handle_results(request: web.Request) -> web.Response:
 
 async def _handle_results(ingest: Ingest, request: web.Request) -> web.Response:
     t0 = time.perf_counter()
+    received_at = utc_now()       # before the body: the clock offset is good to ± the upload's one-way time
     agent: str | None = None
     try:
         agent = await _authenticate(ingest, request)
+        health = _health(request)
         body = await read_capped(request.content.iter_chunked(CHUNK), request.content_length,
                                  content_encoding(request.headers.get("Content-Encoding")), ingest.max_body)
         response = await _store(ingest, agent, parse_request(body))
+        if health.present:
+            await _note_health(ingest, agent, health, received_at)
     except Rejected as exc:
         ingest.metrics.reject(exc.reason)
         level = "error" if exc.reason == "storage" else "warning"
@@ -132,6 +146,21 @@ async def _authenticate(ingest: Ingest, request: web.Request) -> str:
     if agent is None:
         raise Rejected(401, "unauthorized", "invalid or revoked token")
     return agent
+
+
+def _health(request: web.Request) -> UploadHealth:
+    try:
+        return parse_health(request.headers.get(BACKLOG_HEADER), request.headers.get(SENT_AT_HEADER))
+    except BadHealthHeader as exc:
+        raise Rejected(400, "bad_header", str(exc)) from None
+
+
+async def _note_health(ingest: Ingest, agent: str, health: UploadHealth, received_at: datetime) -> None:
+    """After the rounds are stored: a failure here must not make the agent send them again."""
+    try:
+        await note_health(ingest.store, agent, health.backlog, health.offset_ms(received_at), received_at)
+    except StorageError as exc:
+        log_event(log, "warning", "agent health not recorded", agent=agent, error=str(exc))
 
 
 def _unavailable(exc: StorageError) -> Rejected:

@@ -1,4 +1,5 @@
-"""`netprobe collector run | add-agent | revoke-agent | list-agents --config FILE`."""
+"""`netprobe collector run | add-agent | revoke-agent | list-agents | add-viewer | revoke-viewer |
+list-viewers --config FILE`."""
 
 from __future__ import annotations
 
@@ -14,13 +15,17 @@ from rich.console import Console
 
 if TYPE_CHECKING:
     from netprobe.collector.tokens import Tokens
+    from netprobe.collector.viewers import Viewers
     from netprobe.config.collector import CollectorConfig
+    from netprobe.store import Store
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 T = TypeVar("T")
 
 ConfigOption = Annotated[Path, typer.Option("--config", "-c", metavar="FILE",
                                             help="collector configuration (TOML)")]
+ViewerArg = Annotated[str, typer.Argument(metavar="NAME", help="the viewer's name (the HTTP Basic user)",
+                                          show_default=False)]
 AgentArg = Annotated[str, typer.Argument(metavar="AGENT_ID", help="the agent's [agent] id",
                                          show_default=False)]
 
@@ -37,20 +42,36 @@ def _config(path: Path) -> CollectorConfig:
 
 
 def _with_tokens(path: Path, work: Callable[[Tokens], Awaitable[T]]) -> T:
-    """Run `work` against the configured database (migrated first), then close it."""
+    """Run `work` against the configured database's agent tokens (migrated first), then close it."""
+    from netprobe.collector.tokens import Tokens
+
+    return _with_store(path, lambda store: work(Tokens(store)))
+
+
+def _with_viewers(path: Path, work: Callable[[Viewers], Awaitable[T]]) -> T:
+    """Run `work` against the configured database's dashboard viewers (migrated first), then close it."""
+    from netprobe.collector.viewers import Viewers
+
+    return _with_store(path, lambda store: work(Viewers(store)))
+
+
+def _with_store(path: Path, work: Callable[[Store], Awaitable[T]]) -> T:
     url = _config(path).storage.url   # a configuration error is reported before anything opens
 
     async def go() -> T:
-        from netprobe.collector.tokens import Tokens
         from netprobe.store import open_store
 
         store = await open_store(url)
         try:
-            return await work(Tokens(store))
+            return await work(store)
         finally:
             await store.close()
 
     return asyncio.run(go())
+
+
+def _err() -> Console:
+    return Console(emoji=False, stderr=True, soft_wrap=True, highlight=False, markup=False)
 
 
 @app.command("run")
@@ -77,7 +98,7 @@ def add_agent(agent_id: AgentArg, config: ConfigOption) -> None:
 
     check_agent_id(agent_id)
     token, rotated = _with_tokens(config, lambda t: t.issue(agent_id))
-    err = Console(emoji=False, stderr=True, soft_wrap=True, highlight=False, markup=False)
+    err = _err()
     if rotated:
         err.print(f"agent {agent_id}: token rotated; the previous token no longer works")
     else:
@@ -111,3 +132,45 @@ def list_agents(config: ConfigOption,
     out = Console(emoji=False, soft_wrap=True, highlight=False)
     out.print(table if records else "no agents have a token; add one with `netprobe collector add-agent`",
               markup=False)
+
+
+@app.command("add-viewer")
+def add_viewer(name: ViewerArg, config: ConfigOption) -> None:
+    """Let NAME read the dashboard: prints its secret (the HTTP Basic password) as the last line of
+    stdout, shown only once. A viewer that already has one gets a new secret: the old one stops working."""
+    from netprobe.collector.viewers import check_viewer_name
+
+    check_viewer_name(name)
+    secret, rotated = _with_viewers(config, lambda v: v.issue(name))
+    err = _err()
+    err.print(f"viewer {name}: secret rotated; the previous one no longer works" if rotated
+              else f"viewer {name}: added")
+    if not _config(config).dashboard.enabled:
+        err.print("note: the dashboard is off; set [dashboard] enabled = true in the collector's config")
+    err.print(f"Log in to the dashboard as {name!r} with this secret; it cannot be shown again.")
+    typer.echo(secret)
+
+
+@app.command("revoke-viewer")
+def revoke_viewer(name: ViewerArg, config: ConfigOption) -> None:
+    """Revoke NAME: the dashboard refuses it (401) from now on. add-viewer issues a new secret."""
+    record, was_live = _with_viewers(config, lambda v: v.revoke(name))
+    when = record.to_dict()["revoked_at"]
+    typer.echo(f"viewer {name}: revoked" if was_live else f"viewer {name}: already revoked (since {when})")
+
+
+@app.command("list-viewers")
+def list_viewers(config: ConfigOption,
+                 as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout")) -> None:
+    """Dashboard viewers: created, revoked (never the secret or its hash)."""
+    from rich.table import Table
+
+    records = [r.to_dict() for r in _with_viewers(config, lambda v: v.list())]
+    if as_json:
+        typer.echo(json.dumps({"viewers": records}))
+        return
+    table = Table("viewer", "created", "revoked", box=None, pad_edge=False)
+    for r in records:
+        table.add_row(r["name"], r["created_at"], r["revoked_at"] or "-")
+    out = Console(emoji=False, soft_wrap=True, highlight=False)
+    out.print(table if records else "no viewers; add one with `netprobe collector add-viewer`", markup=False)

@@ -15,7 +15,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from netprobe.sinks.metrics import SinkStats
 from netprobe.sinks.prometheus import SinkCollector
 
-REASONS = ("unauthorized", "forbidden", "bad_json", "bad_encoding", "bad_envelope", "too_large", "storage")
+REASONS = ("unauthorized", "forbidden", "bad_json", "bad_encoding", "bad_envelope", "too_large", "storage",
+           "bad_header")
 # 1 ms … 30 s: one small batch on a local database up to a full batch on a busy one
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 ROUND_LABELS = ("agent", "target", "probe")

@@ -84,7 +84,17 @@ class Collector:
                         max_body=cfg.collector.max_body_bytes, max_batch=cfg.collector.max_batch,
                         pipeline=self.pipeline)
         # shutdown_timeout: only for what drained() gave up on; the grace was already spent there
-        runner = web.AppRunner(make_app(ingest), access_log=None, shutdown_timeout=CUT_AFTER)
+        app = make_app(ingest)
+        if cfg.dashboard.enabled:
+            from netprobe.collector.viewers import Viewers
+            from netprobe.dashboard.overview import PeakSnapshot
+            from netprobe.dashboard.routes import Dashboard, add_dashboard
+
+            snapshot = PeakSnapshot(store, cfg.dashboard.refresh) if cfg.dashboard.refresh > 0 else None
+            if snapshot is not None:
+                stack.push_async_callback(snapshot.close)
+            add_dashboard(app, Dashboard(store, Viewers(store), cfg.dashboard.prefix, snapshot))
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=CUT_AFTER)
         await runner.setup()
         stack.push_async_callback(runner.cleanup)
         host, port = cfg.collector.address()
@@ -132,7 +142,8 @@ async def run(config: CollectorConfig, stop: asyncio.Event | None = None) -> int
         assert collector.store is not None
         for host, port in collector.addresses:
             log_event(log, "info", "collector listening", url=_url(host, port),
-                      db=collector.store.display_url, influxdb=config.influxdb.url or "off")
+                      db=collector.store.display_url, influxdb=config.influxdb.url or "off",
+                      dashboard=config.dashboard.prefix if config.dashboard.enabled else "off")
         await stop.wait()
         log_event(log, "info", "collector stopping", grace_s=config.collector.grace)
         t0 = time.monotonic()

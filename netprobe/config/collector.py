@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator
@@ -62,6 +63,31 @@ class CollectorSection(StrictModel):
         return parse_listen(self.listen)
 
 
+_PREFIX_RE = re.compile(r"^/(?:[A-Za-z0-9._~-]+/)*$")
+
+
+class DashboardSection(StrictModel):
+    """[dashboard]: the read-only operator's view (DESIGN §11), served by `collector run` when enabled."""
+
+    enabled: bool = Field(default=False, description="serve the dashboard (viewers: collector add-viewer)")
+    prefix: str = Field(default="/", description='URL path it is served under; starts and ends with "/"')
+    refresh: Duration = Field(default=60.0, ge=0, le=3600,
+                              description="the overview's peak figures are recomputed at most this often "
+                                          "(0: for every request)")
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        if not value.startswith("/") or not value.endswith("/"):
+            raise ValueError(f'must start and end with "/", e.g. "/" or "/netprobe/", got {value!r}')
+        if not _PREFIX_RE.match(value):
+            raise ValueError("path segments may hold only letters, digits and . _ ~ -, "
+                             f"without empty segments, got {value!r}")
+        if value.rstrip("/").split("/")[1:2] in (["api"], ["healthz"], ["metrics"]):
+            raise ValueError(f"{value!r} would overlap the collector's own paths (/api, /healthz, /metrics)")
+        return value
+
+
 class CollectorStorageConfig(StorageConfig):
     """[storage]: the collector's database; `url` is required (PostgreSQL in production)."""
 
@@ -76,13 +102,14 @@ class CollectorConfig(StrictModel):
     storage: CollectorStorageConfig
     influxdb: InfluxConfig = InfluxConfig()
     log: LogConfig = LogConfig()
+    dashboard: DashboardSection = DashboardSection()
     alerts: tuple[AlertRule, ...] = ()
     notifiers: tuple[NotifierConfig, ...] = ()
 
 
 _SECTIONS: dict[str, type[BaseModel]] = {
     "collector": CollectorSection, "storage": CollectorStorageConfig, "influxdb": InfluxConfig,
-    "log": LogConfig,
+    "log": LogConfig, "dashboard": DashboardSection,
 }
 _REQUIRED = ("storage",)
 _LISTS = ("alerts", "notifiers")      # [[alerts]], [[notifiers]]: arrays of tables, checked apart

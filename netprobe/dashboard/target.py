@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from html import escape
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -17,6 +17,8 @@ import numpy as np
 
 from netprobe.report.rows import rtt_probes
 from netprobe.report.windows import DEFAULT_WINDOW, last_days
+from netprobe.store import alert_events
+from netprobe.store.alert_events import AlertEvent
 from netprobe.store.hour_arrays import HourArrays, Window
 from netprobe.store.pair_hours import HourSeries, Pair, added, day_series, hour_series, pair
 from netprobe.store.path_history import PathHistory, path_history
@@ -26,6 +28,7 @@ from netprobe.store.reads import Source
 from netprobe.times import utc_now, zone_of
 
 from . import smoke
+from .alerts import alert_history_html
 from .paths import history_html
 from .spans import Span, span_of
 
@@ -55,21 +58,24 @@ async def render(store: Source, agent_id: str, target_id: str, days: int, base: 
     zone, _ = zone_of(found.agent.timezone)
     span = span_of(days, zone, now)
 
-    async def rest() -> tuple[dict[str, HourArrays], dict[str, PathHistory]]:
+    async def rest() -> tuple[dict[str, HourArrays], dict[str, PathHistory], list[AlertEvent]]:
         # TCP and SSE over the last N local days as `report peak --days N` has them: from the prefix
         # rollups (a few rows whatever N is) and the hours after them
         local = last_days(zone, span.days, now)
         async with store.reading("reading rollups from") as conn:
             days = await local_days(conn, agent_id, zone, local.first, local.now, FIGURED, [target_id])
-        return days, await path_history(store, agent_id, target_id, span.start, HISTORY_LIMIT)
+        paths = await path_history(store, agent_id, target_id, span.start, HISTORY_LIMIT)
+        return days, paths, await _alerts(store, agent_id, target_id, span.start, now)
 
     # on two connections: the small reads go on while the chart's hour rows are fetched and decoded
-    rtt, (figured, history) = await asyncio.gather(_rtt_buckets(store, agent_id, target_id, span), rest())
+    rtt, (figured, history, alerts) = await asyncio.gather(_rtt_buckets(store, agent_id, target_id, span),
+                                                           rest())
     title = f"{agent_id} → {target_id} · {span.days} day{'s' * (span.days != 1)}"
     parts = [_head(found, span, base), _graph(found, span, rtt),
              f"<h3>TCP and SSE, the last {span.days} local day{'s' * (span.days != 1)}</h3>",
              _figures_html(figured),
-             "<h3>Path history</h3>", history_html(history, zone, span.days)]
+             "<h3>Path history</h3>", history_html(history, zone, span.days),
+             "<h3>Alerts</h3>", alert_history_html(alerts)]
     return title, f'<section class="target-page">{"".join(parts)}</section>'
 
 
@@ -99,6 +105,17 @@ async def _rtt_buckets(store: Source, agent_id: str, target_id: str, span: Span)
             s = series[found]
             return found, s.merged(span.bucket_of(s.starts), n)
     return None
+
+
+async def _alerts(store: Source, agent_id: str, target_id: str, since: datetime, now: datetime
+                  ) -> list[AlertEvent]:
+    """The pair's alert history in the span (the collector's Store keeps it; a plain reader has none)."""
+    from netprobe.store.store import Store
+
+    if not isinstance(store, Store):
+        return []
+    return await alert_events.history(store, agent_id, target_id, since, now + timedelta(seconds=1),
+                                      limit=HISTORY_LIMIT)
 
 
 def span_link(base: str, agent_id: str, target_id: str, days: int) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
@@ -264,18 +264,21 @@ async def _agent_series(store: Source, agent: str, local: LocalDays, known_targe
 async def compute(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | str = DEFAULT_WINDOW,
                   offpeak: HourWindow | str = DEFAULT_OFFPEAK, agent: str | None = None,
                   region: str | None = None, now: datetime | None = None,
-                  peak_only: bool = False, slo: SloRequest | None = None) -> PeakReport:
+                  peak_only: bool = False, slo: SloRequest | None = None,
+                  agent_ids: Collection[str] | None = None) -> PeakReport:
     """The whole report: rows ranked within each region, ordered by region, rank, agent, target.
     Reads the prefix rollups: a few rows per series whatever `days` is (netprobe.store.prefix).
     `peak_only` (the budget): the peak window alone, without off-peak figures, profiles and
-    detected lines, so only the window's hours are read."""
+    detected lines, so only the window's hours are read. `agent_ids`: only these agents (the
+    dashboard: those of one time zone, whose last peak ends at one instant)."""
     win, off = window_of(window, "--window"), window_of(offpeak, "--offpeak")
     if days < 1:
         raise ValueError(f"days must be at least 1, got {days}")
     now = now if now is not None else utc_now()
     agents, target_info = await fleet.load_agents(store), await fleet.load_targets(store)
     chosen = [info for info in sorted(agents.values(), key=lambda a: a.id)
-              if (agent is None or info.id == agent) and (region is None or info.region == region)]
+              if (agent is None or info.id == agent) and (region is None or info.region == region)
+              and (agent_ids is None or info.id in agent_ids)]
     # Agents are read ahead (store.parallel_reads at a time), so the database answers the next one's
     # queries while this process works on the rows it has; each agent's detected lines are read
     # alongside. Only the agents in flight are held in memory.

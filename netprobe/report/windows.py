@@ -106,3 +106,15 @@ def last_days(zone: ZoneInfo, days: int, now: datetime) -> LocalDays:
         raise ValueError("now must be timezone-aware")
     today = now.astimezone(zone).date()
     return LocalDays(zone=zone, first=today - timedelta(days=days - 1), last=today, now=now.astimezone(UTC))
+
+
+def last_window_end(window: HourWindow, zone: ZoneInfo, now: datetime) -> datetime:
+    """The end of `window`'s latest occurrence that has begun by `now` (UTC), capped at `now`: a peak in
+    progress counts so far. For a window within one local day (`20-23`); used with last_days(…, 1, end),
+    whose day is the window's."""
+    if window.end <= window.start:
+        raise ValueError(f"a window within one local day is needed, got {window.label}")
+    local = now.astimezone(zone)
+    day = local.date() if local.hour >= window.start else local.date() - timedelta(days=1)
+    end = datetime.combine(day, time(window.end), tzinfo=zone).astimezone(UTC)
+    return min(end, now.astimezone(UTC))

@@ -83,6 +83,11 @@ agents = Table(
     Column("token_hash", String(255)),     # collector: per-agent bearer token, hashed
     Column("first_seen", UTCDateTime(), nullable=False),
     Column("last_seen", UTCDateTime(), nullable=False),
+    # as the agent's uplink last reported them (collector, 0007): rounds waiting in its outbox, and its
+    # clock minus the collector's (± the upload's one-way time), at health_at
+    Column("outbox_backlog", Integer),
+    Column("clock_offset_ms", Float),
+    Column("health_at", UTCDateTime()),
 )
 
 targets = Table(
@@ -179,7 +184,7 @@ alert_states = Table(
 )
 
 alert_events = Table(
-    "alert_events", metadata,        # every alert transition, for the dashboard's history (0007)
+    "alert_events", metadata,        # every alert transition, for the dashboard's history (0008)
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("rule", String(128), nullable=False),
     Column("agent_id", String(ID), nullable=False),
@@ -221,6 +226,14 @@ agent_tokens = Table(
     Column("created_at", UTCDateTime(), nullable=False),             # when the current token was issued
     Column("revoked_at", UTCDateTime()),
     Column("last_used_at", UTCDateTime()),
+)
+
+dashboard_viewers = Table(
+    "dashboard_viewers", metadata,   # collector: who may read the dashboard, secrets stored hashed (0007)
+    Column("name", String(128), primary_key=True),
+    Column("secret_hash", String(64), nullable=False),               # sha256 hex of the secret
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("revoked_at", UTCDateTime()),
 )
 
 store_meta = Table(

@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 
 from netprobe.collector.tokens import Tokens
+from netprobe.dashboard.overview import overview_page
+from netprobe.dashboard.target import target_page
 from netprobe.lab.addressing import AGENT_NS
 from netprobe.store import alert_events as history
 from netprobe.store import open_store
@@ -184,16 +186,23 @@ def test_route_problem_is_one_quorum_alert_and_a_last_mile_is_local(lab: LabStat
                          ("firing", "lc", "tyo-cn2", ["lc"], "tokyo") for n in local), local
     assert len(local) == 1 and "last mile" in local[0]["summary"], local
 
-    async def recorded() -> tuple[list[history.AlertEvent], list[history.RouteAlert]]:
+    async def recorded() -> tuple[list[history.AlertEvent], list[history.RouteAlert], str, str]:
         store = await open_store(f"sqlite:///{db}", upgrade=False)
         try:
             now = utc_now()
+            page = await target_page(store, "lc", "tyo-cn2", 1, "/")
+            assert page is not None
             return (await history.history(store, "lc", "tyo-cn2", now - timedelta(minutes=5), now),
-                    await history.firing_routes(store))
+                    await history.firing_routes(store), (await overview_page(store, "/", now))[1], page[1])
         finally:
             await store.close()
 
-    lc_tokyo, routes = asyncio.run(recorded())
+    lc_tokyo, routes, overview, lc_page = asyncio.run(recorded())
+    # the dashboard says the same: hk's alert as the route's on every agent, tokyo's as lc's own
+    for agent_id in AGENTS:
+        assert f"/target/{agent_id}/hk-cn2" in overview
+    assert overview.count("loss (route, 3 agents)") == 3 and overview.count("loss (local)") == 1, overview
+    assert 'class="alert-history"' in lc_page and "local (last mile)" in lc_page
     assert [(e.state, e.local, e.agents) for e in lc_tokyo] == [("local", True, ("lc",))]
     assert [(r.datacenter, r.local, r.agents) for r in routes] == [
         ("hk", False, ("la", "lb", "lc")), ("tokyo", True, ("lc",))]

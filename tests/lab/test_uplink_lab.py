@@ -22,6 +22,7 @@ from tests.support.collector import (
     assert_exactly_once,
     collected_ids,
     collector_config,
+    lab_uplink_agent,
     local_ids,
     outbox_ids,
     wait_for,
@@ -40,42 +41,6 @@ SPEC: dict[str, Any] = {
          "forward": {"delay_ms": 20.0, "loss_pct": 5.0}, "reverse": {"delay_ms": 20.0}},
     ],
 }
-AGENT = """
-[agent]
-id = "lab-uplink"
-region = "cn-east"
-isp = "telecom"
-timezone = "Asia/Shanghai"
-
-[storage]
-url = "sqlite:///{db}"
-
-[probes.icmp]
-every = "1s"
-count = 3
-interval = "0.05s"
-timeout = "0.5s"
-
-[[targets]]
-id = "hk-cn2"
-host = "hk.lab"
-datacenter = "hk"
-line = "cn2-gia"
-probes = ["icmp"]
-
-[[targets]]
-id = "tokyo-163"
-host = "tokyo.lab"
-datacenter = "tokyo"
-line = "163"
-probes = ["icmp"]
-
-[uplink]
-url = "http://127.0.0.1:8471"
-token_file = "{token}"
-batch = 5
-retry_max = "1s"
-"""
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +59,7 @@ def test_collector_outage_ends_with_exactly_the_agents_rounds(lab: LabState, tmp
                                      netns=AGENT_NS)
         collector.start()
         db, cfg, log = tmp_path / "agent.db", tmp_path / "agent.toml", tmp_path / "agent.log"
-        cfg.write_text(AGENT.format(db=db, token=token))
+        cfg.write_text(lab_uplink_agent("lab-uplink", db, token))
         with log.open("ab") as out:
             agent = subprocess.Popen(["ip", "netns", "exec", AGENT_NS, *CLI, "agent", "run", "--config",
                                       str(cfg)], stdout=out, stderr=out)

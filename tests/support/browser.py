@@ -22,3 +22,19 @@ def screenshot(page: Path, work: Path, width: int, height: int) -> np.ndarray:
         capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
     return np.asarray(Image.open(shot).convert("RGB"))
+
+
+def load_png(path: Path) -> np.ndarray:
+    return np.asarray(Image.open(path).convert("RGB"))
+
+
+def coloured_pixels(pixels: np.ndarray, rgb: tuple[int, int, int], tolerance: int = 24) -> int:
+    """How many pixels are within `tolerance` of `rgb` on every channel."""
+    diff = np.abs(pixels.astype(np.int16) - np.asarray(rgb, np.int16))
+    return int((diff.max(axis=2) <= tolerance).sum())
+
+
+def ink(pixels: np.ndarray) -> int:
+    """Pixels of a saturated colour (a chart's marks; text, grids and backgrounds are grey or white)."""
+    p = pixels.astype(np.int16)
+    return int((p.max(axis=2) - p.min(axis=2) > 60).sum())

@@ -113,3 +113,48 @@ def assert_exactly_once(local: Sequence[str], collected: Sequence[str]) -> None:
     missing = set(local) - set(collected)
     extra = set(collected) - set(local)
     assert not missing and not extra, (sorted(missing)[:5], sorted(extra)[:5])
+
+
+LAB_UPLINK_AGENT = """
+[agent]
+id = "{agent_id}"
+region = "cn-east"
+isp = "telecom"
+timezone = "{zone}"
+
+[storage]
+url = "sqlite:///{db}"
+
+[probes.icmp]
+every = "1s"
+count = {count}
+interval = "0.05s"
+timeout = "0.5s"
+
+[[targets]]
+id = "hk-cn2"
+host = "hk.lab"
+datacenter = "hk"
+line = "cn2-gia"
+probes = ["icmp"]
+
+[[targets]]
+id = "tokyo-163"
+host = "tokyo.lab"
+datacenter = "tokyo"
+line = "163"
+probes = ["icmp"]
+
+[uplink]
+url = "{url}"
+token_file = "{token}"
+batch = {batch}
+retry_max = "1s"
+"""
+
+
+def lab_uplink_agent(agent_id: str, db: Path, token: Path, *, url: str = "http://127.0.0.1:8471",
+                     zone: str = "Asia/Shanghai", count: int = 3, batch: int = 5) -> str:
+    """An agent config for the lab's hk and tokyo routes (icmp every second) uploading to `url`."""
+    return LAB_UPLINK_AGENT.format(agent_id=agent_id, db=db, token=token, url=url, zone=zone, count=count,
+                                   batch=batch)

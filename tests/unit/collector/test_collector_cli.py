@@ -22,6 +22,7 @@ from netprobe.config.collector import (
     CollectorConfig,
     CollectorSection,
     CollectorStorageConfig,
+    DashboardSection,
     load_collector_config,
     parse_collector_config,
 )
@@ -64,7 +65,7 @@ def test_example_parses_and_sets_every_key() -> None:
     raw: dict[str, Any] = tomllib.loads(EXAMPLE.read_text(encoding="utf-8"))
     assert set(raw) == set(CollectorConfig.model_fields)
     for name, model in (("collector", CollectorSection), ("storage", CollectorStorageConfig),
-                        ("influxdb", InfluxConfig), ("log", LogConfig)):
+                        ("influxdb", InfluxConfig), ("log", LogConfig), ("dashboard", DashboardSection)):
         missing = set(model.model_fields) - set(raw[name])
         assert not missing, f"[{name}] misses {missing}"
 
@@ -92,6 +93,11 @@ def test_defaults() -> None:
     ('[log]\nlevel = "loud"\n', "log.level: Input should be"),
     ('[agent]\nid = "x"\n', "agent: unknown section or key; allowed: collector, storage, influxdb, log"),
     ("[collector\n", "line 1, column 11: invalid TOML"),
+    ('[dashboard]\nprefix = "netprobe/"\n', 'dashboard.prefix: must start and end with "/"'),
+    ('[dashboard]\nprefix = "/netprobe"\n', 'dashboard.prefix: must start and end with "/"'),
+    ('[dashboard]\nprefix = "/a//b/"\n', "dashboard.prefix: path segments may hold only"),
+    ('[dashboard]\nprefix = "/metrics/"\n', "dashboard.prefix: '/metrics/' would overlap"),
+    ('[dashboard]\nenabled = "yes"\n', "dashboard.enabled: Input should be a valid boolean"),
 ])
 def test_config_problems_name_the_field(text: str, problem: str) -> None:
     if "[storage]" not in text and "invalid TOML" not in problem:

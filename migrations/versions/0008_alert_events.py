@@ -1,8 +1,8 @@
 """Alert history: alert_events records every alert transition (firing, resolved, local) with the quorum
 scope and the agents that agreed, for the dashboard (DESIGN §11).
 
-Revision ID: 0007_alert_events
-Revises: 0006
+Revision ID: 0008
+Revises: 0007
 Create Date: 2026-12-03
 """
 
@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "0007_alert_events"
-down_revision: str | None = "0006"
+revision: str = "0008"
+down_revision: str | None = "0007"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

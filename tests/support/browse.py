@@ -35,7 +35,7 @@ def browse(url: str, user: str, secret: str, out: Path) -> dict[str, Any]:
                 link.click()
             target_url = page.url
             page.screenshot(path=str(out / "target.png"), full_page=True)
-            span = page.locator('p.spans a:text("1 day")')     # the lab's rounds are minutes old
+            span = page.locator('nav.spans a:text("1 day")')     # the lab's rounds are minutes old
             with page.expect_navigation(wait_until="load"):
                 span.click()
             span_url = page.url

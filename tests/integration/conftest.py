@@ -16,14 +16,13 @@ if binary() is None:
     MISSING.append("prometheus-alertmanager")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = os.path.dirname(__file__)
-    for item in items:
-        if str(item.fspath).startswith(here):
-            if MISSING:
-                item.add_marker(pytest.mark.skip(reason=f"not installed (.ci/run installs them): {MISSING}"))
-            if os.geteuid() != 0:
-                item.add_marker(pytest.mark.skip(reason="the agent's icmp and mtr probes need root"))
+@pytest.fixture(autouse=True)
+def _needs() -> None:
+    """What every test here needs; missing, the test fails and says what (they must run, not skip)."""
+    if MISSING:
+        pytest.fail(f"not installed (.ci/run installs them): {', '.join(MISSING)}")
+    if os.geteuid() != 0:
+        pytest.fail("the agent's icmp and mtr probes need root")
 
 
 @pytest.fixture(scope="session")

@@ -8,8 +8,8 @@ from typing import Any
 
 from sqlalchemy import or_, select, update
 
-from netprobe.store.engine import upsert
 from netprobe.store.schema import agent_tokens
+from netprobe.store.secrets_table import put_secret, revoke_secret
 from netprobe.store.store import Store
 
 _T = agent_tokens.c
@@ -49,22 +49,14 @@ class TokenTable:
 
     async def put(self, agent_id: str, token_hash: str, now: datetime) -> bool:
         """Give `agent_id` this token (replacing and un-revoking any old one); True if it had one."""
-        values = {"token_hash": token_hash, "created_at": now, "revoked_at": None, "last_used_at": None}
-        stmt = upsert(self._store.dialect, agent_tokens).values(agent_id=agent_id, **values)
-        stmt = stmt.on_conflict_do_update(index_elements=["agent_id"], set_=values)
-        async with self._store._write("issuing a token in") as conn:
-            existed = (await conn.execute(select(_T.agent_id).where(_T.agent_id == agent_id))).first()
-            await conn.execute(stmt)
-        return existed is not None
+        return await put_secret(self._store, agent_tokens, "agent_id", agent_id, ("token_hash", token_hash),
+                                now, "issuing a token in", reset={"last_used_at": None})
 
     async def revoke(self, agent_id: str, now: datetime) -> tuple[AgentToken | None, bool]:
         """Revoke → (the token's record, None for an agent without one; True if it was live until now)."""
-        async with self._store._write("revoking a token in") as conn:
-            changed = await conn.execute(update(agent_tokens)
-                                         .where(_T.agent_id == agent_id, _T.revoked_at.is_(None))
-                                         .values(revoked_at=now))
-            row = (await conn.execute(select(agent_tokens).where(_T.agent_id == agent_id))).mappings().first()
-        return (_record(row) if row is not None else None), changed.rowcount > 0
+        row, was_live = await revoke_secret(self._store, agent_tokens, "agent_id", agent_id, now,
+                                            "revoking a token in")
+        return (_record(row) if row is not None else None), was_live
 
     async def list(self) -> list[AgentToken]:
         async with self._store._read("reading tokens from") as conn:

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 
-from netprobe.store.engine import upsert
 from netprobe.store.schema import dashboard_viewers
+from netprobe.store.secrets_table import put_secret, revoke_secret
 from netprobe.store.store import Store
 from netprobe.times import iso
 
@@ -38,22 +38,14 @@ class ViewerTable:
 
     async def put(self, name: str, secret_hash: str, now: datetime) -> bool:
         """Give `name` this secret (replacing and un-revoking any old one); True if it had one."""
-        values = {"secret_hash": secret_hash, "created_at": now, "revoked_at": None}
-        stmt = upsert(self._store.dialect, dashboard_viewers).values(name=name, **values)
-        stmt = stmt.on_conflict_do_update(index_elements=["name"], set_=values)
-        async with self._store._write("adding a viewer to") as conn:
-            existed = (await conn.execute(select(_V.name).where(_V.name == name))).first()
-            await conn.execute(stmt)
-        return existed is not None
+        return await put_secret(self._store, dashboard_viewers, "name", name, ("secret_hash", secret_hash),
+                                now, "adding a viewer to")
 
     async def revoke(self, name: str, now: datetime) -> tuple[Viewer | None, bool]:
         """Revoke → (the viewer, None when unknown; True if it was live until now)."""
-        async with self._store._write("revoking a viewer in") as conn:
-            changed = await conn.execute(update(dashboard_viewers)
-                                         .where(_V.name == name, _V.revoked_at.is_(None))
-                                         .values(revoked_at=now))
-            row = (await conn.execute(select(dashboard_viewers).where(_V.name == name))).mappings().first()
-        return (_record(row) if row is not None else None), changed.rowcount > 0
+        row, was_live = await revoke_secret(self._store, dashboard_viewers, "name", name, now,
+                                            "revoking a viewer in")
+        return (_record(row) if row is not None else None), was_live
 
     async def list(self) -> list[Viewer]:
         async with self._store._read("reading viewers from") as conn:

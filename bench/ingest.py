@@ -373,8 +373,12 @@ async def upload(batches: list[Batch], urls: list[str], tokens: dict[str, str], 
     async def worker(session: aiohttp.ClientSession) -> None:
         while queue:
             i, batch = queue.pop()
+            # the upload health headers the agent's uplink sends with each batch (netprobe.net.upload_health)
+            now = time.time()
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
             headers = {"Authorization": f"Bearer {tokens[batch.agent]}", "Content-Encoding": "gzip",
-                       "Content-Type": "application/json"}
+                       "Content-Type": "application/json", "X-Netprobe-Outbox-Backlog": str(len(queue)),
+                       "X-Netprobe-Sent-At": stamp}
             t0 = time.perf_counter()
             async with session.post(f"{urls[i % len(urls)]}/api/v1/results", data=batch.body,
                                     headers=headers) as resp:

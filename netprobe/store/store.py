@@ -274,8 +274,11 @@ _RESULT_COLUMNS = tuple(probe_results.c[n] for n in ("id", "probe", "agent_id", 
                                                      "status", "envelope"))
 _READ_HORIZON = select(store_meta.c.value).where(store_meta.c.key == _HORIZON)   # built once: every write
 REFS_REFRESH_S = 60.0      # an unchanged agent/target row is rewritten (last_seen) at most this often
+# FOR NO KEY UPDATE, the lock the upsert's UPDATE takes: it serialises writers of one target as that
+# does, and unlike FOR UPDATE it lets inserts check their foreign keys (FOR KEY SHARE, in result-id
+# order) against the locked rows. FOR UPDATE made two writers deadlock on each other's targets.
 _LOCK_TARGETS = (select(targets.c.id).where(targets.c.id.in_(bindparam("ids", expanding=True)))
-                 .order_by(targets.c.id).with_for_update())
+                 .order_by(targets.c.id).with_for_update(key_share=True))
 
 
 def _json(value: Any) -> str:
@@ -420,6 +423,8 @@ class Store:
             trimmed = 0
             if fresh:
                 # Lock order everywhere: agents, targets, results, rollups, each sorted — no deadlocks.
+                # Agent and target rows are never locked above FOR NO KEY UPDATE: the results'
+                # foreign-key checks lock them FOR KEY SHARE in result order, which is not theirs.
                 # Path events come last and lock nothing more: the target rows the upsert (or, when
                 # it is skipped, _LOCK_TARGETS) holds until commit serialise writers of one target, so
                 # each sees the other's results.
@@ -477,7 +482,7 @@ class Store:
         REFS_REFRESH_S ago: last_seen is then up to that much behind (a minute is its precision), and
         unchanged rows are not rewritten on every request. Any change (new id, other info, stale
         last_seen) rewrites all of the batch's rows of that table, as before. Target rows are then
-        still locked (FOR UPDATE, as the upsert would) when the batch has mtr results for them: those
+        still locked (FOR NO KEY UPDATE, as the upsert's UPDATE would) when the batch has mtr results for them: those
         locks serialise concurrent writers of one agent × target, so path events see each other's
         results (events.record_new)."""
         latest_agent: dict[str, Envelope] = {}

@@ -482,9 +482,9 @@ class Store:
         REFS_REFRESH_S ago: last_seen is then up to that much behind (a minute is its precision), and
         unchanged rows are not rewritten on every request. Any change (new id, other info, stale
         last_seen) rewrites all of the batch's rows of that table, as before. Target rows are then
-        still locked (FOR NO KEY UPDATE, as the upsert's UPDATE would) when the batch has mtr results for them: those
-        locks serialise concurrent writers of one agent × target, so path events see each other's
-        results (events.record_new)."""
+        still locked (FOR NO KEY UPDATE, as the upsert's UPDATE would) when the batch has mtr results
+        for them: those locks serialise concurrent writers of one agent × target, so path events see
+        each other's results (events.record_new)."""
         latest_agent: dict[str, Envelope] = {}
         latest_target: dict[str, Envelope] = {}
         for env in envs:

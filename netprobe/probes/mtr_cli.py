@@ -23,7 +23,7 @@ from netprobe.probes.cli_common import (
     build_settings,
     check_family,
 )
-from netprobe.probes.hops_cli import AsnDbOpt, CityDbOpt, mtr_table, open_geoip
+from netprobe.probes.cli_hops import AsnDbOpt, CityDbOpt, mtr_table, open_geoip
 from netprobe.probes.mtr import MtrResult, MtrSettings, trace
 from netprobe.probes.render import console
 

@@ -1,5 +1,6 @@
-"""The package's import graph (issue #11 point 4): no import cycles between modules, and no private
-name (`_x`) imported out of another package — what packages share is public."""
+"""The package's import graph (issue #11 point 4): no import cycles between modules, no private name
+(`_x`) imported out of another package — what packages share is public — and no command importing
+another command's CLI module (netprobe.cli wires them by name; what commands share is a library)."""
 
 from __future__ import annotations
 
@@ -122,6 +123,19 @@ def _private_imports(modules: dict[str, Path]) -> list[str]:
     return out
 
 
+def _cli_imports(modules: dict[str, Path]) -> list[str]:
+    """Imports of a command's CLI module (`cli`, `*_cli`) by any other module."""
+    known = set(modules)
+    out = []
+    for m, path in sorted(modules.items()):
+        for imported, _, _ in _imports(m, path, known):
+            owner = _owner(imported, known)
+            last = (owner or "").rpartition(".")[2]
+            if owner is not None and owner != m and (last == "cli" or last.endswith("_cli")):
+                out.append(f"{m}: {owner}")
+    return sorted(set(out))
+
+
 def test_no_import_cycles() -> None:
     modules = _modules(PACKAGE)
     assert "netprobe.store.rollups" in modules and "netprobe.probes" in modules
@@ -132,6 +146,10 @@ def test_no_private_name_imported_across_packages() -> None:
     assert _private_imports(_modules(PACKAGE)) == []
 
 
+def test_no_command_imports_another_commands_cli_module() -> None:
+    assert _cli_imports(_modules(PACKAGE)) == []
+
+
 def test_the_checks_see_a_cycle_and_a_private_import(tmp_path: Path) -> None:
     root = tmp_path / "pkg"
     for d in ("a", "b"):
@@ -140,6 +158,9 @@ def test_the_checks_see_a_cycle_and_a_private_import(tmp_path: Path) -> None:
     (root / "__init__.py").write_text("")
     (root / "a" / "one.py").write_text("from pkg.b.two import helper, _draw\n\n\ndef _own() -> None: ...\n")
     (root / "a" / "three.py").write_text("from .one import _own\n")           # same package: fine
+    (root / "a" / "cli.py").write_text("from pkg.b import two_cli\n")
+    (root / "b" / "two_cli.py").write_text("from pkg.b import cli_shared\n")
+    (root / "b" / "cli_shared.py").write_text("")
     (root / "b" / "two.py").write_text(
         "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from pkg.a import three\n"
         "from pkg.a import one\n\n\ndef helper() -> None:\n    from pkg.a import three\n\n\n"
@@ -147,3 +168,4 @@ def test_the_checks_see_a_cycle_and_a_private_import(tmp_path: Path) -> None:
     modules = _modules(root)
     assert _cycles(_graph(modules)) == [["pkg.a.one", "pkg.b.two"]]     # not three: lazy, type-only
     assert _private_imports(modules) == ["pkg.a.one: _draw from pkg.b.two"]
+    assert _cli_imports(modules) == ["pkg.a.cli: pkg.b.two_cli"]

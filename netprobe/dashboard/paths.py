@@ -9,11 +9,24 @@ from html import escape
 from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
+from netprobe.probes import REGISTRY
+from netprobe.probes.base import DIRECTIONS, Direction
 from netprobe.report.svg import line_colour
 from netprobe.store.path_history import PathChange, PathHistory
 
 _SILENT = "???"                 # a hop that did not answer (mtr's ???)
-_TITLES = {"forward": "Forward path (agent → target, mtr)", "return": "Return path (target → agent, rmtr)"}
+_WAYS: dict[Direction, str] = {"forward": "Forward path (agent → target",
+                               "return": "Return path (target → agent"}
+
+
+def _titles() -> dict[Direction, str]:
+    """Per direction, its heading naming the probes that trace it (their specs' route_direction)."""
+    out = {}
+    for direction in DIRECTIONS:
+        tracers = [n for n, spec in REGISTRY.items() if spec.route_of is not None
+                   and spec.route_direction == direction]
+        out[direction] = f"{_WAYS[direction]}{', ' if tracers else ''}{', '.join(tracers)})"
+    return out
 
 
 def _hop(addresses: list[str]) -> str:
@@ -92,9 +105,9 @@ def _event(e: PathChange, zone: ZoneInfo) -> str:
 
 def history_html(histories: dict[str, PathHistory], zone: ZoneInfo, days: int) -> str:
     out = []
-    for direction, title in _TITLES.items():
+    for direction, title in _titles().items():
         h = histories.get(direction, PathHistory([], 0))
-        out.append(f'<h4>{title}</h4>')
+        out.append(f'<h4>{escape(title)}</h4>')
         if not h.events:
             out.append(f'<p class="none">no path changes in the last {days} day{"s" * (days != 1)}</p>')
             continue

@@ -15,8 +15,8 @@ from html import escape
 import numpy as np
 import numpy.typing as npt
 
-from netprobe.report.svg import AXIS, GRID, PEAK_SHADE, _rect, _text, nice_max
-from netprobe.report.svg import _num as _n
+from netprobe.report.svg import AXIS, GRID, PEAK_SHADE, nice_max, rect, svg_text
+from netprobe.report.svg import num as _n
 from netprobe.report.windows import DEFAULT_WINDOW
 from netprobe.store.hour_arrays import Window
 from netprobe.store.prefix import COUNTERS
@@ -99,18 +99,18 @@ def chart(b: Buckets, span: Span, title: str, probe: str) -> str:
     def x_at(at: datetime) -> float:
         return left + (at.timestamp() - t0) / (t1 - t0) * pw
 
-    body = [_rect(0, 0, WIDTH, HEIGHT, "#ffffff"), _text(left, 18, title, size=13, fill="#222222",
-                                                         weight="bold"),
-            _text(WIDTH - right, 18, f"{probe} RTT, ms · {span.bucket_hours} h buckets", anchor="end")]
+    body = [rect(0, 0, WIDTH, HEIGHT, "#ffffff"), svg_text(left, 18, title, size=13, fill="#222222",
+                                                           weight="bold"),
+            svg_text(WIDTH - right, 18, f"{probe} RTT, ms · {span.bucket_hours} h buckets", anchor="end")]
     shaded = span.bucket_hours == 1
     if shaded:
-        body += [_rect(x_at(a), top, x_at(z) - x_at(a), ph, PEAK_SHADE)
+        body += [rect(x_at(a), top, x_at(z) - x_at(a), ph, PEAK_SHADE)
                  for a, z in span.stretches(DEFAULT_WINDOW)]
     for i in range(5):
         v = y_top * i / 4
         body.append(f'<line x1="{_n(left)}" x2="{_n(left + pw)}" y1="{_n(y(v))}" y2="{_n(y(v))}" '
                     f'stroke="{GRID}" stroke-width="1" shape-rendering="crispEdges"/>')
-        body.append(_text(left - 6, y(v) + 4, f"{v:g}", anchor="end", size=10))
+        body.append(svg_text(left - 6, y(v) + 4, f"{v:g}", anchor="end", size=10))
     # each coordinate formatted once (a 90-day chart has 360 buckets × 9 quantiles)
     sx = [f"{v:.1f}" for v in xs.tolist()]
     sy = [[f"{v:.1f}" for v in col] for col in (top + ph - b.q / y_top * ph).T.tolist()]
@@ -136,10 +136,11 @@ def chart(b: Buckets, span: Span, title: str, probe: str) -> str:
         xt = x_at(at)
         body.append(f'<line x1="{_n(xt)}" x2="{_n(xt)}" y1="{_n(top + ph)}" y2="{_n(top + ph + 4)}" '
                     f'stroke="{AXIS}" stroke-width="1" shape-rendering="crispEdges"/>')
-        body.append(_text(xt, top + ph + 16, label, anchor="middle", size=10))
+        body.append(svg_text(xt, top + ph + 16, label, anchor="middle", size=10))
     body += _tips(b, span, xs, top, ph)
     if not len(highs):
-        body.append(_text(left + pw / 2, top + ph / 2, "no RTT measurements in this span", anchor="middle"))
+        body.append(svg_text(left + pw / 2, top + ph / 2, "no RTT measurements in this span",
+                             anchor="middle"))
     body += _legend(top + ph + 34, left, shaded, span)
     return (f'<svg class="smoke-graph" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" '
             f'role="img" aria-label="{escape(title)}" data-y-top="{y_top:g}" data-t0="{t0:.0f}" '
@@ -163,13 +164,13 @@ def _tips(b: Buckets, span: Span, xs: F64, top: float, ph: float) -> list[str]:
 
 
 def _legend(y0: float, x0: float, shaded: bool, span: Span) -> list[str]:
-    out = [_text(x0, y0 + 10, f"times: {span.zone.key}", size=10)]
+    out = [svg_text(x0, y0 + 10, f"times: {span.zone.key}", size=10)]
     x = x0 + 12 + 6 * len(f"times: {span.zone.key}")
-    out.append(_text(x, y0 + 10, "median, loss %:", size=10))
+    out.append(svg_text(x, y0 + 10, "median, loss %:", size=10))
     x += 90
     for _, colour, name in LOSS_STEPS:
-        out.append(_rect(x, y0 + 3, 16, 4, colour))
-        out.append(_text(x + 20, y0 + 10, name, size=10))
+        out.append(rect(x, y0 + 3, 16, 4, colour))
+        out.append(svg_text(x + 20, y0 + 10, name, size=10))
         x += 28 + 6 * len(name)
     y1 = y0 + 22
     x = x0
@@ -178,8 +179,8 @@ def _legend(y0: float, x0: float, shaded: bool, span: Span) -> list[str]:
     if shaded:
         parts.append((PEAK_SHADE, f"evening peak {DEFAULT_WINDOW.clock()}"))
     for colour, name in parts:
-        out.append(_rect(x, y1, 14, 12, colour))
-        out.append(_text(x + 18, y1 + 10, name, size=10))
+        out.append(rect(x, y1, 14, 12, colour))
+        out.append(svg_text(x + 18, y1 + 10, name, size=10))
         x += 30 + 6 * len(name)
     return out
 

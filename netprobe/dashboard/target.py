@@ -1,5 +1,6 @@
 """The dashboard's target page (DESIGN §11, `/target/AGENT_ID/TARGET_ID?days=N`): one agent × target
-over the last N days — the smoke graph, TCP and SSE figures, path history per direction.
+over the last N days — the smoke graph, the probes' figure tables (TCP, SSE: their specs' page
+tables), path history per direction.
 
 Reads only this pair's rows: its hour rows of the probes drawn (one primary-key range each) and its
 route events; merging is NumPy on the hour rows' sketch bins (netprobe.store.pair_hours)."""
@@ -7,7 +8,6 @@ route events; merging is NumPy on the hour rows' sketch bins (netprobe.store.pai
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from html import escape
 from typing import TYPE_CHECKING, Any
@@ -15,6 +15,8 @@ from urllib.parse import quote
 
 import numpy as np
 
+from netprobe.probes import REGISTRY
+from netprobe.probes.base import PageFigure, PageTable
 from netprobe.report.rows import rtt_probes
 from netprobe.report.windows import DEFAULT_WINDOW, last_days
 from netprobe.store import alert_events
@@ -37,7 +39,6 @@ if TYPE_CHECKING:
 
 SPANS = (1, 7, 30, 90)
 HISTORY_LIMIT = 50          # route events listed per direction
-FIGURED = ("tcp", "sse")
 NONE = "—"
 
 
@@ -57,13 +58,17 @@ async def render(store: Source, agent_id: str, target_id: str, days: int, base: 
         return None
     zone, _ = zone_of(found.agent.timezone)
     span = span_of(days, zone, now)
+    tables = page_tables()
 
     async def rest() -> tuple[dict[str, HourArrays], dict[str, PathHistory], list[AlertEvent]]:
-        # TCP and SSE over the last N local days as `report peak --days N` has them: from the prefix
-        # rollups (a few rows whatever N is) and the hours after them
+        # the tabled probes over the last N local days as `report peak --days N` has them: from the
+        # prefix rollups (a few rows whatever N is) and the hours after them
         local = last_days(zone, span.days, now)
-        async with store.reading("reading rollups from") as conn:
-            days = await local_days(conn, agent_id, zone, local.first, local.now, FIGURED, [target_id])
+        days: dict[str, HourArrays] = {}
+        if tables:
+            async with store.reading("reading rollups from") as conn:
+                days = await local_days(conn, agent_id, zone, local.first, local.now, list(tables),
+                                        [target_id])
         paths = await path_history(store, agent_id, target_id, span.start, HISTORY_LIMIT)
         return days, paths, await _alerts(store, agent_id, target_id, span.start, now)
 
@@ -71,10 +76,13 @@ async def render(store: Source, agent_id: str, target_id: str, days: int, base: 
     rtt, (figured, history, alerts) = await asyncio.gather(_rtt_buckets(store, agent_id, target_id, span),
                                                            rest())
     title = f"{agent_id} → {target_id} · {span.days} day{'s' * (span.days != 1)}"
-    parts = [_head(found, span, base), _graph(found, span, rtt),
-             f"<h3>TCP and SSE, the last {span.days} local day{'s' * (span.days != 1)}</h3>",
-             _figures_html(figured),
-             "<h3>Path history</h3>", history_html(history, zone, span.days),
+    parts = [_head(found, span, base), _graph(found, span, rtt)]
+    if tables:
+        shorts = [t.short for t in tables.values()]
+        named = shorts[0] if len(shorts) == 1 else f"{', '.join(shorts[:-1])} and {shorts[-1]}"
+        parts += [f"<h3>{escape(named)}, the last {span.days} local day{'s' * (span.days != 1)}</h3>",
+                  _figures_html(tables, figured)]
+    parts += ["<h3>Path history</h3>", history_html(history, zone, span.days),
              "<h3>Alerts</h3>", alert_history_html(alerts)]
     return title, f'<section class="target-page">{"".join(parts)}</section>'
 
@@ -178,27 +186,22 @@ def _rate(v: Any) -> str:
     return NONE if v is None else f"{v:.2f}"
 
 
-Row = tuple[str, Callable[[dict[str, Any]], str]]
-_TCP: Sequence[Row] = (
-    ("connect P50, ms", lambda f: _ms(f.get("rtt_p50_ms"))),
-    ("connect P95, ms", lambda f: _ms(f.get("rtt_p95_ms"))),
-    ("failed connects, %", lambda f: _pct(f.get("loss_pct"))),
-    ("rounds (failed)", lambda f: f"{f['rounds']} ({f['error_rounds']})" if f else NONE),
-)
-_SSE: Sequence[Row] = (
-    ("first event P50, ms", lambda f: _ms(f.get("rtt_p50_ms"))),
-    ("first event P95, ms", lambda f: _ms(f.get("rtt_p95_ms"))),
-    ("stalls per minute", lambda f: _rate(f.get("stalls_per_min"))),
-    ("gap P95 (mean of streams), ms", lambda f: _ms(f.get("gap_p95_ms"))),
-    ("server's first token (mean), ms", lambda f: _ms(f.get("server_first_ms"))),
-    ("time per output token (mean), ms", lambda f: _ms(f.get("tpot_ms"))),
-    ("streams (failed)", lambda f: f"{f['rounds']} ({f['error_rounds']})" if f else NONE),
-)
+def page_tables() -> dict[str, PageTable]:
+    """probe → its table on this page, in registry order (their specs' `page`)."""
+    return {name: spec.page for name, spec in REGISTRY.items() if spec.page is not None}
 
 
-def _figures_html(days: dict[str, HourArrays]) -> str:
+def _cell(row: PageFigure, f: dict[str, Any]) -> str:
+    if row.unit == "rounds":
+        return f"{f['rounds']} ({f['error_rounds']})" if f else NONE
+    v = f.get(row.figure)
+    return {"ms": _ms, "pct": _pct, "rate": _rate}[row.unit](v)
+
+
+def _figures_html(tables: dict[str, PageTable], days: dict[str, HourArrays]) -> str:
     out = []
-    for probe, rows, what in (("tcp", _TCP, "TCP connect"), ("sse", _SSE, "SSE streams")):
+    for probe, table in tables.items():
+        what = escape(table.title)
         arrays = days.get(probe)
         if arrays is None:
             out.append(f'<p class="none">{what}: not measured in these days</p>')
@@ -207,10 +210,10 @@ def _figures_html(days: dict[str, HourArrays]) -> str:
         peak = figures_of(arrays.window(DEFAULT_WINDOW.hours))
         head = (f"<tr><th>{what}</th><th>all hours</th>"
                 f"<th>evening peak {DEFAULT_WINDOW.clock()}</th></tr>")
-        cells = [(name, cell(every), cell(peak)) for name, cell in rows]
+        cells = [(row.label, _cell(row, every), _cell(row, peak)) for row in table.rows]
         body = "".join(f"<tr><th>{escape(name)}</th><td>{a}</td><td>{b}</td></tr>"
                        for name, a, b in cells if (a, b) != (NONE, NONE))
-        out.append(f'<table class="figures" data-probe="{probe}">{head}{body}</table>')
+        out.append(f'<table class="figures" data-probe="{escape(probe)}">{head}{body}</table>')
     return "".join(out)
 
 

@@ -247,6 +247,28 @@ class ReportRole:
 
 
 @dataclass(frozen=True, slots=True)
+class PageFigure:
+    """A row of a probe's table on the dashboard's target page: `label`, then `figure` (a rollup
+    figure of the merged days) for all hours and the evening peak. ms with one decimal, pct and rate
+    with two; "rounds": the rounds and, in brackets, those in error."""
+
+    label: str
+    figure: str
+    unit: Literal["ms", "pct", "rate", "rounds"] = "ms"
+
+
+@dataclass(frozen=True, slots=True)
+class PageTable:
+    """A probe's table on the dashboard's target page (its figures over the last N local days).
+    `short` names the probe in the section's heading ("TCP and SSE, the last 7 local days"); `title`
+    heads its table and says when it was not measured ("TCP connect: not measured in these days")."""
+
+    short: str
+    title: str
+    rows: tuple[PageFigure, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class AlertMetric:
     """An alert metric a probe provides. For one target the probe of lowest `rank` that has rounds in
     the window is judged. `events`: counted from route events, not read from rounds. `lines`: whether
@@ -278,6 +300,7 @@ class ProbeSpec(Generic[S, R]):
     rollup_figures: tuple[RollupFigure, ...] = ()
     report: ReportRole = ReportRole()
     alert_metrics: tuple[AlertMetric, ...] = ()
+    page: PageTable | None = None     # its table on the dashboard's target page; None: none
     # route events (netprobe.store.events): a round's route, for the probes whose rounds carry one
     # (mtr, rmtr); the direction its path runs, stored with each event and walked apart from the
     # other direction's; the kind of event a route not of the declared line is

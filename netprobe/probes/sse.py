@@ -22,6 +22,8 @@ from netprobe.config.durations import Duration
 from netprobe.errors import SetupError
 from netprobe.probes.base import (
     AlertMetric,
+    PageFigure,
+    PageTable,
     ProbeContext,
     ProbeSettings,
     ProbeSpec,
@@ -421,4 +423,12 @@ SPEC = ProbeSpec(name="sse", settings_model=SseSettings, run=run, result_type=Ss
                      ("sse_server_first_ln2_mean", "server_first_ln2_mean")),
                      on_row=("sse_first_event_p95_ms", "stalls_per_min"),
                      columns=(ReportColumn("sse 1st p95", "sse_first_event_p95_ms"),
-                              ReportColumn("stalls/min", "stalls_per_min", "rate"))))
+                              ReportColumn("stalls/min", "stalls_per_min", "rate"))),
+                 page=PageTable("SSE", "SSE streams", (
+                     PageFigure("first event P50, ms", "rtt_p50_ms"),
+                     PageFigure("first event P95, ms", "rtt_p95_ms"),
+                     PageFigure("stalls per minute", "stalls_per_min", "rate"),
+                     PageFigure("gap P95 (mean of streams), ms", "gap_p95_ms"),
+                     PageFigure("server's first token (mean), ms", "server_first_ms"),
+                     PageFigure("time per output token (mean), ms", "tpot_ms"),
+                     PageFigure("streams (failed)", "rounds", "rounds"))))

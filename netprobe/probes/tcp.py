@@ -26,6 +26,8 @@ from pydantic import Field
 from netprobe.config.durations import Duration
 from netprobe.probes.base import (
     AlertMetric,
+    PageFigure,
+    PageTable,
     ProbeContext,
     ProbeSpec,
     ProbeTarget,
@@ -338,4 +340,8 @@ SPEC = ProbeSpec(name="tcp", settings_model=TcpSettings, run=run, result_type=Tc
                                 AlertMetric("attainment_pct", rank=2, slo=True)),
                  report=ReportRole(figures=(("tcp_connect_p95_ms", "rtt_p95_ms"),),
                                    columns=(ReportColumn("tcp p95", "tcp_connect_p95_ms"),),
-                                   on_row=("tcp_connect_p95_ms",)))
+                                   on_row=("tcp_connect_p95_ms",)),
+                 page=PageTable("TCP", "TCP connect", (
+                     PageFigure("connect P50, ms", "rtt_p50_ms"), PageFigure("connect P95, ms", "rtt_p95_ms"),
+                     PageFigure("failed connects, %", "loss_pct", "pct"),
+                     PageFigure("rounds (failed)", "rounds", "rounds"))))

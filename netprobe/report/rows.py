@@ -208,7 +208,7 @@ class PeakRow:
     datacenter: str | None
     line: str | None                  # declared (targets.line)
     detected_line: str | None         # latest forward route label (mtr); None without mtr
-    rtt_probe: str | None             # "icmp", "mtr", or None when neither measured this target
+    rtt_probe: str | None             # the probe the RTT comes from (rtt_probes()); None: none measured it
     peak: WindowFigures
     offpeak: WindowFigures
     worst_hour: WorstHour | None      # the peak-window hour with the most loss

@@ -59,18 +59,18 @@ def _t(text: str) -> str:
     return escape(text, quote=True)
 
 
-def _num(v: float) -> str:
+def num(v: float) -> str:
     return f"{v:.1f}"
 
 
-def _text(x: float, y: float, text: str, *, size: int = 11, anchor: str = "start", fill: str = AXIS,
-          weight: str = "normal") -> str:
-    return (f'<text x="{_num(x)}" y="{_num(y)}" font-size="{size}" text-anchor="{anchor}" fill="{fill}" '
+def svg_text(x: float, y: float, text: str, *, size: int = 11, anchor: str = "start", fill: str = AXIS,
+             weight: str = "normal") -> str:
+    return (f'<text x="{num(x)}" y="{num(y)}" font-size="{size}" text-anchor="{anchor}" fill="{fill}" '
             f'font-weight="{weight}" {FONT}>{_t(text)}</text>')
 
 
-def _rect(x: float, y: float, w: float, h: float, fill: str, tip: str | None = None) -> str:
-    head = (f'<rect x="{_num(x)}" y="{_num(y)}" width="{_num(max(w, 0.0))}" height="{_num(max(h, 0.0))}" '
+def rect(x: float, y: float, w: float, h: float, fill: str, tip: str | None = None) -> str:
+    head = (f'<rect x="{num(x)}" y="{num(y)}" width="{num(max(w, 0.0))}" height="{num(max(h, 0.0))}" '
             f'fill="{fill}"')
     return f"{head}/>" if tip is None else f"{head}><title>{_t(tip)}</title></rect>"
 
@@ -114,7 +114,7 @@ _PROFILE_BOX = (52.0, 14.0, 30.0, 34.0)      # left, right, top, bottom
 def _profile_xs(width: int) -> tuple[str, ...]:
     left, right = _PROFILE_BOX[0], _PROFILE_BOX[1]
     slot = (width - left - right) / 24
-    return tuple(_num(left + (h + 0.5) * slot) for h in range(24))
+    return tuple(num(left + (h + 0.5) * slot) for h in range(24))
 
 
 @lru_cache(maxsize=16)
@@ -122,7 +122,7 @@ def _profile_shades(window: HourWindow, offpeak: HourWindow, width: int, height:
     left, right, top, bottom = _PROFILE_BOX
     pw, ph = width - left - right, height - top - bottom
     slot = pw / 24
-    return "".join(_rect(left + h * slot, top, slot, ph, shade)
+    return "".join(rect(left + h * slot, top, slot, ph, shade)
                    for w, shade in ((window, PEAK_SHADE), (offpeak, OFFPEAK_SHADE)) for h in w.hours)
 
 
@@ -134,9 +134,9 @@ def _profile_grid(y_top: float, width: int, height: int) -> str:
     for i in range(5):
         v = y_top * i / 4
         yv = top + ph - v / y_top * ph
-        body.append(f'<line x1="{_num(left)}" x2="{_num(left + pw)}" y1="{_num(yv)}" y2="{_num(yv)}" '
+        body.append(f'<line x1="{num(left)}" x2="{num(left + pw)}" y1="{num(yv)}" y2="{num(yv)}" '
                     f'stroke="{GRID}" stroke-width="1"/>')
-        body.append(_text(left - 6, yv + 4, f"{v:g}", anchor="end", size=10))
+        body.append(svg_text(left - 6, yv + 4, f"{v:g}", anchor="end", size=10))
     return "".join(body)
 
 
@@ -145,12 +145,12 @@ def _profile_axis(width: int, height: int) -> str:
     left, right, top, bottom = _PROFILE_BOX
     pw, ph = width - left - right, height - top - bottom
     slot = pw / 24
-    body = [f'<line x1="{_num(left)}" x2="{_num(left + pw)}" y1="{_num(top + ph)}" y2="{_num(top + ph)}" '
+    body = [f'<line x1="{num(left)}" x2="{num(left + pw)}" y1="{num(top + ph)}" y2="{num(top + ph)}" '
             f'stroke="{AXIS}" stroke-width="1"/>']
-    body += [_text(left + (h + 0.5) * slot, top + ph + 14, f"{h:02d}", anchor="middle", size=10)
+    body += [svg_text(left + (h + 0.5) * slot, top + ph + 14, f"{h:02d}", anchor="middle", size=10)
              for h in range(0, 24, 3)]
-    body.append(_text(left, height - 4, "local hour · band P5–P95 · line median · orange peak window · "
-                      "green off-peak", size=10))
+    body.append(svg_text(left, height - 4, "local hour · band P5–P95 · line median · orange peak window · "
+                         "green off-peak", size=10))
     return "".join(body)
 
 
@@ -175,28 +175,28 @@ def profile_chart(row: PeakRow, window: HourWindow, offpeak: HourWindow, width: 
     if row.line_mismatch:
         line = f" ({row.line}, detected {row.detected_line})"
     title = f"{row.agent} → {row.target}{line}"
-    body = [_rect(0, 0, width, height, "#ffffff"), _text(left, 18, title, size=13, fill="#222222",
-                                                            weight="bold"),
-            _text(width - right, 18, f"RTT ms by local hour ({row.timezone}), {row.rtt_probe or 'no RTT'}",
-                  anchor="end"),
+    body = [rect(0, 0, width, height, "#ffffff"), svg_text(left, 18, title, size=13, fill="#222222",
+                                                           weight="bold"),
+            svg_text(width - right, 18, f"RTT ms by local hour ({row.timezone}), {row.rtt_probe or 'no RTT'}",
+                     anchor="end"),
             _profile_shades(window, offpeak, width, height), _profile_grid(y_top, width, height)]
     for run in _runs(profile):
         if len(run) == 1:      # one hour alone: a short bar and a dot
             p = run[0]
             assert p.rtt_p5_ms is not None and p.rtt_p95_ms is not None and p.rtt_p50_ms is not None
-            body.append(_rect(x(p.hour) - slot / 4, y(p.rtt_p95_ms), slot / 2,
+            body.append(rect(x(p.hour) - slot / 4, y(p.rtt_p95_ms), slot / 2,
                               y(p.rtt_p5_ms) - y(p.rtt_p95_ms), BAND))
-            body.append(f'<circle cx="{xs[p.hour]}" cy="{_num(y(p.rtt_p50_ms))}" r="3" '
+            body.append(f'<circle cx="{xs[p.hour]}" cy="{num(y(p.rtt_p50_ms))}" r="3" '
                         f'fill="{MEDIAN}"/>')
             continue
-        upper = [f"{xs[p.hour]},{_num(y(p.rtt_p95_ms or 0.0))}" for p in run]
-        lower = [f"{xs[p.hour]},{_num(y(p.rtt_p5_ms or 0.0))}" for p in reversed(run)]
+        upper = [f"{xs[p.hour]},{num(y(p.rtt_p95_ms or 0.0))}" for p in run]
+        lower = [f"{xs[p.hour]},{num(y(p.rtt_p5_ms or 0.0))}" for p in reversed(run)]
         body.append(f'<polygon points="{" ".join(upper + lower)}" fill="{BAND}" stroke="none"/>')
-        mid = " ".join(f"{xs[p.hour]},{_num(y(p.rtt_p50_ms or 0.0))}" for p in run)
+        mid = " ".join(f"{xs[p.hour]},{num(y(p.rtt_p50_ms or 0.0))}" for p in run)
         body.append(f'<polyline points="{mid}" fill="none" stroke="{MEDIAN}" stroke-width="2.5" '
                     f'stroke-linejoin="round"/>')
     if not highs:
-        body.append(_text(left + pw / 2, top + ph / 2, "no RTT measurements", anchor="middle"))
+        body.append(svg_text(left + pw / 2, top + ph / 2, "no RTT measurements", anchor="middle"))
     body.append(_profile_axis(width, height))
     return _svg(width, height, f"24-hour RTT profile of {title}", body)
 
@@ -206,21 +206,21 @@ def loss_heatmap(rows: Sequence[PeakRow], window: HourWindow, cell: int = 24) ->
     label_w, top, row_h = 260.0, 46.0, 20.0
     width = int(label_w + 24 * cell + 20)
     height = int(top + row_h * len(rows) + 50)
-    body = [_rect(0, 0, width, height, "#ffffff"),
-            _text(0, 14, "Loss % by local hour of day (each agent's time zone), merged over the days",
-                  size=13, fill="#222222", weight="bold")]
+    body = [rect(0, 0, width, height, "#ffffff"),
+            svg_text(0, 14, "Loss % by local hour of day (each agent's time zone), merged over the days",
+                     size=13, fill="#222222", weight="bold")]
     for h in range(24):
         if window.contains(h):
-            body.append(_rect(label_w + h * cell, top - 8, cell, 4, PEAK_SHADE))
-        body.append(_text(label_w + (h + 0.5) * cell, top - 12, f"{h:02d}", anchor="middle", size=9))
-    # each cell as _rect(label_w + hour·cell + 1, yy + 1, cell − 2, row_h − 2, colour, tip) makes it
-    xs = [_num(label_w + h * cell + 1) for h in range(24)]
-    size = f'width="{_num(max(cell - 2, 0.0))}" height="{_num(max(row_h - 2, 0.0))}"'
+            body.append(rect(label_w + h * cell, top - 8, cell, 4, PEAK_SHADE))
+        body.append(svg_text(label_w + (h + 0.5) * cell, top - 12, f"{h:02d}", anchor="middle", size=9))
+    # each cell as rect(label_w + hour·cell + 1, yy + 1, cell − 2, row_h − 2, colour, tip) makes it
+    xs = [num(label_w + h * cell + 1) for h in range(24)]
+    size = f'width="{num(max(cell - 2, 0.0))}" height="{num(max(row_h - 2, 0.0))}"'
     for i, row in enumerate(rows):
         yy = top + i * row_h
         label = f"{row.agent} → {row.target}"
-        body.append(_text(label_w - 8, yy + row_h * 0.7, label, anchor="end", size=11))
-        at = f'" y="{_num(yy + 1)}" {size} fill="'
+        body.append(svg_text(label_w - 8, yy + row_h * 0.7, label, anchor="end", size=11))
+        at = f'" y="{num(yy + 1)}" {size} fill="'
         who = _t(label)             # the rest of a tip is digits and plain words: nothing to escape
         for p in row.profile:
             what = "no data" if p.loss_pct is None else f"{p.loss_pct:.3f} % loss, {p.rounds} rounds"
@@ -228,10 +228,10 @@ def loss_heatmap(rows: Sequence[PeakRow], window: HourWindow, cell: int = 24) ->
                         f"{p.hour:02d}:00: {what}</title></rect>")
     ly = top + row_h * len(rows) + 18
     lx = label_w
-    body.append(_text(lx - 8, ly + 11, "loss %", anchor="end", size=10))
+    body.append(svg_text(lx - 8, ly + 11, "loss %", anchor="end", size=10))
     for _, colour, name in (*LOSS_BINS, (0.0, NO_DATA, "no data")):
-        body.append(_rect(lx, ly, 16, 14, colour))
-        body.append(_text(lx + 20, ly + 11, name, size=10))
+        body.append(rect(lx, ly, 16, 14, colour))
+        body.append(svg_text(lx + 20, ly + 11, name, size=10))
         lx += 26 + 7 * len(name)
     return _svg(width, height, "loss heatmap", body)
 
@@ -249,30 +249,30 @@ def line_bars(lines: Sequence[LineFigures], width: int = 900) -> str:
             dcs.append(g.datacenter)
     height = int(top + len(lines) * (2 * bar_h + gap) + len(dcs) * 22 + 30)
     region = next((g.region for g in lines if g.region), None)
-    body = [_rect(0, 0, width, height, "#ffffff"),
-            _text(0, 16, f"Lines compared — region {region or '—'}: peak P95 (colour) vs off-peak P95 "
-                  "(grey), ms; ↩ the way back where it is another line", size=13, fill="#222222",
+    body = [rect(0, 0, width, height, "#ffffff"),
+            svg_text(0, 16, f"Lines compared — region {region or '—'}: peak P95 (colour) vs off-peak P95 "
+                     "(grey), ms; ↩ the way back where it is another line", size=13, fill="#222222",
                   weight="bold")]
     yy = top
     for dc in dcs:
-        body.append(_text(0, yy + 12, f"datacenter {dc or '—'}", size=12, fill="#222222", weight="bold"))
+        body.append(svg_text(0, yy + 12, f"datacenter {dc or '—'}", size=12, fill="#222222", weight="bold"))
         yy += 22
         for g in (g for g in lines if g.datacenter == dc):
-            body.append(_text(label_w - 8, yy + bar_h, g.label(), anchor="end", size=12))
+            body.append(svg_text(label_w - 8, yy + bar_h, g.label(), anchor="end", size=12))
             if g.peak_p95_ms is not None:
-                body.append(_rect(label_w, yy, g.peak_p95_ms / x_top * pw, bar_h, line_colour(g.line)))
+                body.append(rect(label_w, yy, g.peak_p95_ms / x_top * pw, bar_h, line_colour(g.line)))
             if g.offpeak_p95_ms is not None:
-                body.append(_rect(label_w, yy + bar_h, g.offpeak_p95_ms / x_top * pw, bar_h * 0.7,
+                body.append(rect(label_w, yy + bar_h, g.offpeak_p95_ms / x_top * pw, bar_h * 0.7,
                                   OFFPEAK_BAR))
             loss = "—" if g.peak_loss_pct is None else f"{g.peak_loss_pct:.2f} % loss"
             p95 = "—" if g.peak_p95_ms is None else f"{g.peak_p95_ms:.1f}"
             off = "—" if g.offpeak_p95_ms is None else f"{g.offpeak_p95_ms:.1f}"
-            body.append(_text(label_w + pw + 8, yy + bar_h, f"{p95} / {off} ms · {loss}", size=11))
+            body.append(svg_text(label_w + pw + 8, yy + bar_h, f"{p95} / {off} ms · {loss}", size=11))
             yy += 2 * bar_h + gap
-    body.append(f'<line x1="{_num(label_w)}" x2="{_num(label_w)}" y1="{_num(top)}" y2="{_num(yy)}" '
+    body.append(f'<line x1="{num(label_w)}" x2="{num(label_w)}" y1="{num(top)}" y2="{num(yy)}" '
                 f'stroke="{AXIS}" stroke-width="1"/>')
-    body.append(_text(label_w, yy + 14, "0", anchor="middle", size=10))
-    body.append(_text(label_w + pw, yy + 14, f"{x_top:g} ms", anchor="middle", size=10))
+    body.append(svg_text(label_w, yy + 14, "0", anchor="middle", size=10))
+    body.append(svg_text(label_w + pw, yy + 14, f"{x_top:g} ms", anchor="middle", size=10))
     return _svg(width, height, "line comparison", body)
 
 
@@ -291,24 +291,24 @@ def direction_bars(rows: Sequence[PeakRow], width: int = 900) -> str:
               if (v := r.peak.figure(k)) is not None]
     x_top = nice_max(max(losses) * 1.05) if losses and max(losses) > 0 else 1.0
     height = int(top + len(shown) * (2 * bar_h + gap) + 30)
-    body = [_rect(0, 0, width, height, "#ffffff"),
-            _text(0, 16, "Both directions at peak (owd): loss out (blue) and back (orange), %; delay "
-                  "variation P95 out / back, ms", size=13, fill="#222222", weight="bold")]
+    body = [rect(0, 0, width, height, "#ffffff"),
+            svg_text(0, 16, "Both directions at peak (owd): loss out (blue) and back (orange), %; delay "
+                     "variation P95 out / back, ms", size=13, fill="#222222", weight="bold")]
     yy = top
     for r in shown:
         fwd, ret = r.peak.figure("fwd_loss_pct"), r.peak.figure("ret_loss_pct")
-        body.append(_text(label_w - 8, yy + bar_h + 2, f"{r.agent} → {r.target}", anchor="end", size=12))
+        body.append(svg_text(label_w - 8, yy + bar_h + 2, f"{r.agent} → {r.target}", anchor="end", size=12))
         for i, (v, colour, way) in enumerate(((fwd, FWD_BAR, "out"), (ret, RET_BAR, "back"))):
             if v is not None:
-                body.append(_rect(label_w, yy + i * bar_h, max(v / x_top * pw, 0.5), bar_h * 0.9, colour,
+                body.append(rect(label_w, yy + i * bar_h, max(v / x_top * pw, 0.5), bar_h * 0.9, colour,
                                   tip=f"{r.target}: {v:.2f} % lost on the way {way}"))
         fv, rv = r.peak.figure("fwd_delay_var_p95_ms"), r.peak.figure("ret_delay_var_p95_ms")
         text = (f"{'—' if fwd is None else f'{fwd:.2f}'} / {'—' if ret is None else f'{ret:.2f}'} % · "
                 f"{'—' if fv is None else f'{fv:.1f}'} / {'—' if rv is None else f'{rv:.1f}'} ms")
-        body.append(_text(label_w + pw + 8, yy + bar_h + 2, text, size=11))
+        body.append(svg_text(label_w + pw + 8, yy + bar_h + 2, text, size=11))
         yy += 2 * bar_h + gap
-    body.append(_text(label_w, yy + 14, "0", anchor="middle", size=10))
-    body.append(_text(label_w + pw, yy + 14, f"{x_top:g} %", anchor="middle", size=10))
+    body.append(svg_text(label_w, yy + 14, "0", anchor="middle", size=10))
+    body.append(svg_text(label_w + pw, yy + 14, f"{x_top:g} %", anchor="middle", size=10))
     return _svg(width, height, "loss by direction", body)
 
 
@@ -327,24 +327,25 @@ def attainment_hours(row: PeakRow, window: HourWindow, goal: float = 95.0, width
     hours = slo.hours if slo is not None else ()
     title = f"{row.agent} → {row.target}" + (f" ({row.line})" if row.line else "")
     target = f"first token ≤ {slo.ttft_ms:g} ms" if slo is not None else "no SLO"
-    body = [_rect(0, 0, width, height, "#ffffff"),
-            _text(left, 18, title, size=13, fill="#222222", weight="bold"),
-            _text(width - right, 18, f"requests within the SLO, % ({target}), by local hour", anchor="end")]
-    body += [_rect(left + h * slot, top, slot, ph, PEAK_SHADE) for h in window.hours]
+    body = [rect(0, 0, width, height, "#ffffff"),
+            svg_text(left, 18, title, size=13, fill="#222222", weight="bold"),
+            svg_text(width - right, 18, f"requests within the SLO, % ({target}), by local hour",
+                     anchor="end")]
+    body += [rect(left + h * slot, top, slot, ph, PEAK_SHADE) for h in window.hours]
     for tick in (0, 50, 100):
         yv = top + ph - tick / 100 * ph
-        body.append(f'<line x1="{_num(left)}" x2="{_num(left + pw)}" y1="{_num(yv)}" y2="{_num(yv)}" '
+        body.append(f'<line x1="{num(left)}" x2="{num(left + pw)}" y1="{num(yv)}" y2="{num(yv)}" '
                     f'stroke="{GRID}" stroke-width="1"/>')
-        body.append(_text(left - 6, yv + 4, f"{tick}", anchor="end", size=10))
+        body.append(svg_text(left - 6, yv + 4, f"{tick}", anchor="end", size=10))
     for h, got in enumerate(hours):
         if got is None:
             continue
         bar = got / 100 * ph
-        body.append(_rect(left + h * slot + 2, top + ph - bar, slot - 4, max(bar, 1.0),
+        body.append(rect(left + h * slot + 2, top + ph - bar, slot - 4, max(bar, 1.0),
                           SLO_MET if got >= goal else SLO_MISSED, tip=f"{h:02d}:00 {got:.1f} %"))
     if not any(v is not None for v in hours):
-        body.append(_text(left + pw / 2, top + ph / 2, "no RTT measurements", anchor="middle"))
-    body += [_text(left + (h + 0.5) * slot, top + ph + 14, f"{h:02d}", anchor="middle", size=10)
+        body.append(svg_text(left + pw / 2, top + ph / 2, "no RTT measurements", anchor="middle"))
+    body += [svg_text(left + (h + 0.5) * slot, top + ph + 14, f"{h:02d}", anchor="middle", size=10)
              for h in range(0, 24, 3)]
     return _svg(width, height, f"SLO attainment by hour of {title}", body)
 
@@ -358,26 +359,26 @@ def e2e_curves(rows: Sequence[PeakRow], width: int = 900, height: int = 300) -> 
     ttft = shown[0].slo.ttft_ms if shown and shown[0].slo is not None else 1000.0
     x_top = nice_max(max([ttft * 1.1] + [r.slo.curve[-1][0] for r in shown if r.slo is not None]))
     region = next((r.region for r in rows if r.region), None)
-    body = [_rect(0, 0, width, height, "#ffffff"),
-            _text(left, 18, f"End-to-end time to first token at the peak — region {region or '—'}: share of "
-                  "requests within, %", size=13, fill="#222222", weight="bold")]
+    body = [rect(0, 0, width, height, "#ffffff"),
+            svg_text(left, 18, f"End-to-end time to first token at the peak — region {region or '—'}: "
+                     "share of requests within, %", size=13, fill="#222222", weight="bold")]
     for v in (0, 25, 50, 75, 95, 100):
         yv = top + ph - v / 100 * ph
-        body.append(f'<line x1="{_num(left)}" x2="{_num(left + pw)}" y1="{_num(yv)}" y2="{_num(yv)}" '
+        body.append(f'<line x1="{num(left)}" x2="{num(left + pw)}" y1="{num(yv)}" y2="{num(yv)}" '
                     f'stroke="{GRID}" stroke-width="1"/>')
-        body.append(_text(left - 6, yv + 4, f"{v}", anchor="end", size=10))
+        body.append(svg_text(left - 6, yv + 4, f"{v}", anchor="end", size=10))
     xt = left + ttft / x_top * pw
-    body.append(f'<line x1="{_num(xt)}" x2="{_num(xt)}" y1="{_num(top)}" y2="{_num(top + ph)}" '
+    body.append(f'<line x1="{num(xt)}" x2="{num(xt)}" y1="{num(top)}" y2="{num(top + ph)}" '
                 f'stroke="#222222" stroke-width="1.5" stroke-dasharray="4 3"/>')
-    body.append(_text(xt + 4, top + 12, f"SLO {ttft:g} ms", size=10, fill="#222222"))
+    body.append(svg_text(xt + 4, top + 12, f"SLO {ttft:g} ms", size=10, fill="#222222"))
     for k, r in enumerate(shown):
         assert r.slo is not None
         colour = line_colour(r.line or "other")
-        pts = " ".join(f"{_num(left + x / x_top * pw)},{_num(top + ph - f * ph)}" for x, f in r.slo.curve)
+        pts = " ".join(f"{num(left + x / x_top * pw)},{num(top + ph - f * ph)}" for x, f in r.slo.curve)
         body.append(f'<polyline points="{pts}" fill="none" stroke="{colour}" stroke-width="2"/>')
         got = r.slo.attainment_pct
-        body.append(_rect(left + pw + 12, top + k * 16, 10, 10, colour))
-        body.append(_text(left + pw + 26, top + k * 16 + 9, f"{r.agent} → {r.target}: "
-                          f"{'—' if got is None else f'{got:.1f}'} %", size=11))
-    body.append(_text(left, height - 4, f"ms from the request to the first token (0–{x_top:g})", size=10))
+        body.append(rect(left + pw + 12, top + k * 16, 10, 10, colour))
+        body.append(svg_text(left + pw + 26, top + k * 16 + 9, f"{r.agent} → {r.target}: "
+                             f"{'—' if got is None else f'{got:.1f}'} %", size=11))
+    body.append(svg_text(left, height - 4, f"ms from the request to the first token (0–{x_top:g})", size=10))
     return _svg(width, height, f"end-to-end TTFT, region {region or '—'}", body)

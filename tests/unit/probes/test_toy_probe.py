@@ -1,10 +1,12 @@
 """A probe is one plugin: a toy probe defined here, registered in REGISTRY and nowhere else, runs
-through config → agent (real scheduler, real SQLite store) → hourly rollups → `report peak` JSON."""
+through config → agent (real scheduler, real SQLite store) → hourly rollups → `report peak` JSON and
+the dashboard's target page (its smoke graph and its own figure table)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,9 +20,12 @@ from typer.testing import CliRunner
 from netprobe.agent.daemon import Agent
 from netprobe.cli import app
 from netprobe.config.agent import load_config
+from netprobe.dashboard.target import target_page
 from netprobe.probes import REGISTRY
 from netprobe.probes.base import (
     AlertMetric,
+    PageFigure,
+    PageTable,
     ProbeContext,
     ProbeSpec,
     ProbeTarget,
@@ -31,7 +36,9 @@ from netprobe.probes.base import (
 )
 from netprobe.probes.results import ProbeResult
 from netprobe.stats import jitter, loss_pct
+from netprobe.store import open_store
 from netprobe.times import utc_now
+from tests.support.target_page import table
 
 # -- the toy probe: what a new probe module holds ------------------------------------------------------
 
@@ -83,7 +90,10 @@ SPEC = ProbeSpec(
     rollup_extras=extras, rollup_figures=(RollupFigure("toy_widgets", "widgets"),),
     report=ReportRole(rtt_rank=5, figures=(("toy_widgets", "toy_widgets"), ("toy_p95_ms", "rtt_p95_ms")),
                       on_row=("toy_widgets",)),
-    alert_metrics=(AlertMetric("loss_pct", rank=5),))
+    alert_metrics=(AlertMetric("loss_pct", rank=5),),
+    page=PageTable("Toy", "Toy widgets", (PageFigure("widgets per round", "toy_widgets", "rate"),
+                                          PageFigure("toy P50, ms", "rtt_p50_ms"),
+                                          PageFigure("rounds (failed)", "rounds", "rounds"))))
 
 # -- the test ------------------------------------------------------------------------------------------
 
@@ -149,6 +159,28 @@ def test_toy_probe_runs_config_to_report(toy: None, tmp_path: Path) -> None:
     assert peak["toy_widgets"] == pytest.approx(21.0)            # its rollup figure: toy_port × toy_scale
     assert peak["toy_p95_ms"] is not None and 20.0 * 0.98 <= peak["toy_p95_ms"] <= 22.0 * 1.02
     assert row["toy_widgets"] == pytest.approx(21.0)             # repeated on the row, as its spec asks
+
+    # the dashboard's target page: the toy is the pair's RTT source and has its own table
+    got = asyncio.run(_page(db, "toy-agent", "toy-target"))
+    assert got is not None
+    fragment = got[1]
+    assert "TCP, SSE and Toy, the last 1 local day" in fragment
+    assert "TCP connect: not measured in these days" in fragment
+    assert "toy over the span: median" in fragment
+    toy_table = table(fragment, "toy")
+    # all hours of the local day (the agent's zone is UTC): every round, unless it ran across midnight
+    assert toy_table["widgets per round"][0] == "21.00"
+    assert 20.0 * 0.98 <= float(toy_table["toy P50, ms"][0]) <= 23.0 * 1.02
+    rounds = re.fullmatch(r"(\d+) \((\d+)\)", toy_table["rounds (failed)"][0])
+    assert rounds is not None and 1 <= int(rounds[1]) <= peak["rounds"] and rounds[2] == "0"
+
+
+async def _page(db: Path, agent: str, target: str) -> tuple[str, str] | None:
+    store = await open_store(f"sqlite:///{db}")
+    try:
+        return await target_page(store, agent, target, 1, "/")
+    finally:
+        await store.close()
 
 
 def test_toy_probe_settings_and_options_are_validated_by_config(toy: None, tmp_path: Path) -> None:

@@ -141,12 +141,28 @@ async def read_events(read_chunk: Callable[[], Awaitable[bytes]], limits: Limits
     cap, or no byte for limits.idle_s (`stalled`). `stamp_for(bytes so far)`: the kernel's arrival
     time of that byte, when known."""
     loop = asyncio.get_running_loop()
-    idle = asyncio.timeout(limits.idle_s)
+    # The idle deadline moves with every chunk, but its timer only when it fires: rescheduling the
+    # timeout per chunk left a cancelled timer in the event loop's heap for idle_s each time.
+    idle = asyncio.timeout(None)
+    last = loop.time()
+    armed = last + limits.idle_s
+    watchdog: asyncio.TimerHandle | None = None
+
+    def check() -> None:
+        nonlocal armed, watchdog
+        if last + limits.idle_s <= armed:  # no byte since it was armed: stalled, as the timeout was
+            watchdog = None
+            idle.reschedule(loop.time())
+            return
+        armed = last + limits.idle_s
+        watchdog = loop.call_at(armed, check)
+
+    watchdog = loop.call_at(armed, check)
     try:
         async with idle:
             while chunk := await read_chunk():
                 now = time.time_ns()
-                idle.reschedule(loop.time() + limits.idle_s)
+                last = loop.time()
                 cap.bytes += len(chunk)
                 if cap.bytes > limits.max_total_bytes:
                     raise SseTooLarge(f"the stream passed {limits.max_total_bytes} bytes")
@@ -163,6 +179,9 @@ async def read_events(read_chunk: Callable[[], Awaitable[bytes]], limits: Limits
         cap.error_kind, cap.error = "stalled", f"no data for {limits.idle_s:g}s"
         cap.end_ns = time.time_ns()
         return
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
     cap.end_ns = time.time_ns()
     if parser.close():
         cap.error_kind, cap.error = "truncated", "the stream ended inside an event"

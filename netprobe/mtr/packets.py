@@ -35,13 +35,21 @@ def pseudo_header(src: bytes, dst: bytes, proto: int, length: int) -> bytes:
     return src + dst + struct.pack("!I3xB", length, proto)
 
 
+_ECHO_HEAD = struct.Struct("!BBHHHH")   # type, code, checksum, id, seq, payload word 0 (~seq)
+_ECHO_TAIL = bytes(PAYLOAD - 2)
+_echo_csums: dict[int, int] = {}        # ident -> the checksum every seq's probe shares
+
+
 def icmp_echo(v6: bool, ident: int, seq: int) -> bytes:
-    """Echo request whose checksum is the same for every seq: payload word 0 is ~seq."""
-    payload = struct.pack("!H", ~seq & 0xFFFF) + bytes(PAYLOAD - 2)
+    """Echo request whose checksum is the same for every seq: payload word 0 is ~seq. (So it is
+    computed once per identifier; a probe costs one pack.)"""
     if v6:  # the kernel fills in the ICMPv6 checksum; seq + ~seq keeps it constant all the same
-        return struct.pack("!BBHHH", ICMP6_ECHO, 0, 0, ident, seq) + payload
-    csum = ~fold((ICMP_ECHO << 8) + ident + seq + ones_sum(payload)) & 0xFFFF
-    return struct.pack("!BBHHH", ICMP_ECHO, 0, csum, ident, seq) + payload
+        return _ECHO_HEAD.pack(ICMP6_ECHO, 0, 0, ident, seq, ~seq & 0xFFFF) + _ECHO_TAIL
+    csum = _echo_csums.get(ident)
+    if csum is None:
+        payload = struct.pack("!H", ~seq & 0xFFFF) + _ECHO_TAIL
+        csum = _echo_csums[ident] = ~fold((ICMP_ECHO << 8) + ident + seq + ones_sum(payload)) & 0xFFFF
+    return _ECHO_HEAD.pack(ICMP_ECHO, 0, csum, ident, seq, ~seq & 0xFFFF) + _ECHO_TAIL
 
 
 def udp_probe(src: bytes, dst: bytes, sport: int, dport: int, want_csum: int) -> bytes:

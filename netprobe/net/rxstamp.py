@@ -18,6 +18,12 @@ def enable(sock: socket.socket) -> None:
 
 def rx_ns(ancdata: Iterable[tuple[int, int, bytes]]) -> int:
     """CLOCK_REALTIME ns of the stamp among recvmsg's ancillary data; 0 when there is none."""
+    if type(ancdata) is list and len(ancdata) == 1:  # the usual case: the stamp alone
+        level, kind, cdata = ancdata[0]
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+            sec, nsec = _TS.unpack_from(cdata)
+            stamp: int = sec * 1_000_000_000 + nsec
+            return stamp
     for level, kind, cdata in ancdata:
         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
             sec, nsec = _TS.unpack_from(cdata)

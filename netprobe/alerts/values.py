@@ -76,7 +76,7 @@ class WindowReader:
             return await self._asymmetric(lines[metric][0], start, end)
         if metric in events:
             probes = events[metric]
-            directions = tuple(dict.fromkeys(REGISTRY[p].route_direction for p in probes))
+            directions = tuple(dict.fromkeys(d for p in probes if (d := REGISTRY[p].route_direction)))
             counts = await self._event_counts(metric, directions, start, end)
             for probe in probes:        # a pair is told by the first of them (by rank) that ran for it
                 for key in await self._probe_ran(probe, start, end):

@@ -1,20 +1,35 @@
 """Probe registry. Adding a probe = one module here (its ProbeSpec) + one entry below; nothing in the
 core changes: config, scheduler, store, rollups, alerts, reports and the CLI read what they need of a
-probe from its spec."""
+probe from its spec. The built-in probes' specs leave their runtime parts (settings, engines, packet
+code) to their runtime modules (ProbeSpec.runtime), so the registry is cheap for the reports to import."""
 
 from __future__ import annotations
 
-from netprobe.probes import icmp, mtr, owd, rmtr, sse, tcp
-from netprobe.probes.base import ProbeContext, ProbeSettings, ProbeSpec, ProbeTarget
+from typing import TYPE_CHECKING, Any
+
+from netprobe.probes import icmp_spec, mtr_spec, owd_spec, rmtr_spec, sse_spec, tcp_spec
+from netprobe.probes.base import ProbeContext, ProbeSpec, ProbeTarget
 from netprobe.probes.results import ProbeResult
 
+if TYPE_CHECKING:
+    from netprobe.probes.settings import ProbeSettings as ProbeSettings
+
 REGISTRY: dict[str, ProbeSpec[ProbeSettings, ProbeResult]] = {spec.name: spec for spec in (
-    icmp.SPEC,
-    tcp.SPEC,
-    mtr.SPEC,
-    sse.SPEC,
-    owd.SPEC,
-    rmtr.SPEC,
+    icmp_spec.SPEC,
+    tcp_spec.SPEC,
+    mtr_spec.SPEC,
+    sse_spec.SPEC,
+    owd_spec.SPEC,
+    rmtr_spec.SPEC,
 )}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ProbeSettings":      # pydantic: imported by those that validate settings, not the reports
+        from netprobe.probes.settings import ProbeSettings
+
+        return ProbeSettings
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["REGISTRY", "ProbeContext", "ProbeSettings", "ProbeSpec", "ProbeTarget"]

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from netprobe.config.durations import Duration
 from netprobe.probes.results import ProbeResult
 
 if TYPE_CHECKING:
-
     from rich.table import Table
 
     from netprobe.icmp.engine import IcmpEngine
@@ -21,40 +17,9 @@ if TYPE_CHECKING:
     from netprobe.net.geoip import GeoIP
     from netprobe.net.lines import LineClassifier
     from netprobe.net.resolve import Resolver
+    from netprobe.probes.settings import ProbeSettings as ProbeSettings
+    from netprobe.probes.settings import RoundSettings as RoundSettings
     from netprobe.probes.tcp import SocketCap
-
-
-class ProbeSettings(BaseModel):
-    """Settings every probe shares; each probe module subclasses it with its own fields."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
-    every: Duration = Field(default=60.0, gt=0, description="how often a round runs")
-    timeout: Duration = Field(default=2.0, gt=0, description="per request/connect timeout")
-
-    def round_seconds(self) -> float:
-        """Upper bound of one round's duration; the scheduler cancels a run past this plus slack."""
-        return self.timeout
-
-
-class RoundSettings(ProbeSettings):
-    """A round of `count` requests `interval` apart; it must fit inside `every`."""
-
-    count: int = Field(default=20, ge=1, le=10_000, description="requests per round")
-    interval: Duration = Field(default=0.5, gt=0, description="time between requests of a round")
-
-    @model_validator(mode="after")
-    def _fits_in_every(self) -> RoundSettings:
-        if self.interval >= self.every:
-            raise ValueError(f"interval ({self.interval:g}s) must be shorter than every ({self.every:g}s)")
-        if self.round_seconds() > self.every:
-            raise ValueError(
-                f"a round lasts (count-1)*interval+timeout = {self.round_seconds():g}s, longer than "
-                f"every ({self.every:g}s); lower count or interval, or raise every")
-        return self
-
-    def round_seconds(self) -> float:
-        return (self.count - 1) * self.interval + self.timeout
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +113,7 @@ class ProbeContext:
             self.geoip.close()
 
 
-S = TypeVar("S", bound=ProbeSettings, covariant=True)
+S = TypeVar("S", bound="ProbeSettings", covariant=True)
 R = TypeVar("R", bound=ProbeResult, covariant=True)
 # covariant: a spec of IcmpSettings/IcmpResult is a ProbeSpec[ProbeSettings, ProbeResult] in the
 # registry; ProbeSpec.round checks at run time that the settings are the spec's own model.
@@ -283,14 +248,39 @@ class AlertMetric:
     slo: bool = False
 
 
+# A spec's runtime parts: what the agent, config, ingest and `netprobe probe` use, but not the reports.
+RUNTIME_FIELDS = ("settings_model", "run", "result_type", "target_options", "rollup_extras", "route_of",
+                  "configure", "startup")
+_LATER: Any = None     # settings_model and run, when the spec's `runtime` module gives them
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeRuntime(Generic[S, R]):
+    """A spec's runtime parts (RUNTIME_FIELDS, described on ProbeSpec), as its `runtime` module holds
+    them in `RUNTIME`: the pydantic settings, the engines, the packet code."""
+
+    settings_model: type[S]
+    run: ProbeRun[S, R]
+    result_type: type[ProbeResult] = ProbeResult
+    target_options: tuple[TargetOption, ...] = ()
+    rollup_extras: RollupExtras | None = None
+    route_of: RouteOf | None = None
+    configure: Callable[[ProbeContext, ProbeSettings], None] | None = None
+    startup: Callable[[ProbeContext, bool], dict[str, str]] | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class ProbeSpec(Generic[S, R]):
     """One registry entry: everything probe-specific, so config, scheduler, store, rollups, alerts,
-    reports and the CLI work over the registry and never name a probe."""
+    reports and the CLI work over the registry and never name a probe.
+
+    The runtime parts (RUNTIME_FIELDS) are given here, or left to the module `runtime` names, whose
+    `RUNTIME: ProbeRuntime` is imported the first time one of them is read: the reports read only
+    the report metadata, and so never import pydantic, the engines or the packet code."""
 
     name: str
-    settings_model: type[S]
-    run: ProbeRun[S, R]
+    settings_model: type[S] = _LATER
+    run: ProbeRun[S, R] = _LATER
     result_type: type[ProbeResult] = ProbeResult
     # The module holding this probe's `CLI: ProbeCli`, by name: imported only by `netprobe probe`, so
     # the agent never loads typer or rich, and the CLI module depends on the probe, not the reverse.
@@ -302,10 +292,11 @@ class ProbeSpec(Generic[S, R]):
     alert_metrics: tuple[AlertMetric, ...] = ()
     page: PageTable | None = None     # its table on the dashboard's target page; None: none
     # route events (netprobe.store.events): a round's route, for the probes whose rounds carry one
-    # (mtr, rmtr); the direction its path runs, stored with each event and walked apart from the
-    # other direction's; the kind of event a route not of the declared line is
+    # (mtr, rmtr), and the direction its path runs (None exactly when route_of is), stored with each
+    # event and walked apart from the other direction's; the kind of event a route not of the
+    # declared line is
     route_of: RouteOf | None = None
-    route_direction: Direction = "forward"
+    route_direction: Direction | None = None
     mismatch_kind: str = "line_mismatch"
     # (key, why): settings that are the agent's, not a target's; config refuses them in [targets.<name>]
     agent_wide: tuple[tuple[str, str], ...] = ()
@@ -314,6 +305,42 @@ class ProbeSpec(Generic[S, R]):
     # the agent's start, told whether it runs rounds of this probe: opens what must fail fast (exit 2)
     # and returns fields for the "agent started" log line
     startup: Callable[[ProbeContext, bool], dict[str, str]] | None = None
+    # The module holding this probe's `RUNTIME: ProbeRuntime`, by name, when the spec leaves its
+    # runtime parts to it.
+    runtime: str | None = None
+
+    def __post_init__(self) -> None:
+        defaults = {f.name: f.default for f in fields(self)}
+        given = [n for n in RUNTIME_FIELDS if getattr(self, n) != defaults[n]]
+        if self.runtime is None:
+            if self.settings_model is _LATER or self.run is _LATER:
+                raise TypeError(f"probe {self.name!r}: settings_model and run, or the runtime module")
+            self._check_routes(self.route_of)
+            return
+        if given:
+            raise TypeError(f"probe {self.name!r}: {', '.join(given)} given and left to {self.runtime}")
+        for name in RUNTIME_FIELDS:      # unset: the first read goes to __getattr__, which loads them
+            object.__delattr__(self, name)
+
+    if not TYPE_CHECKING:       # hidden from mypy: it would accept any attribute name on a spec
+        def __getattr__(self, name: str) -> Any:
+            if name not in RUNTIME_FIELDS:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            self._load_runtime()
+            return object.__getattribute__(self, name)
+
+    def _load_runtime(self) -> None:
+        assert self.runtime is not None
+        found = getattr(importlib.import_module(self.runtime), "RUNTIME", None)
+        if not isinstance(found, ProbeRuntime):
+            raise TypeError(f"{self.runtime}.RUNTIME is not a ProbeRuntime (probe {self.name!r})")
+        self._check_routes(found.route_of)
+        for name in RUNTIME_FIELDS:
+            object.__setattr__(self, name, getattr(found, name))
+
+    def _check_routes(self, route_of: RouteOf | None) -> None:
+        if (route_of is None) != (self.route_direction is None):
+            raise TypeError(f"probe {self.name!r}: route_of and route_direction go together")
 
     def load_cli(self) -> ProbeCli | None:
         if self.cli is None:
@@ -329,3 +356,12 @@ class ProbeSpec(Generic[S, R]):
             raise TypeError(f"probe {self.name}: settings are {type(settings).__name__}, "
                             f"not {self.settings_model.__name__}")
         return await self.run(target, settings, ctx)
+
+
+def __getattr__(name: str) -> Any:
+    # ProbeSettings and RoundSettings (pydantic) load when a probe's runtime module asks for them
+    if name in ("ProbeSettings", "RoundSettings"):
+        from netprobe.probes import settings
+
+        return getattr(settings, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

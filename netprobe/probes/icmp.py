@@ -11,16 +11,9 @@ from pydantic import Field
 
 from netprobe.config.durations import Duration
 from netprobe.net.pacing import DEFAULT_MAX_RATE
-from netprobe.probes.base import (
-    AlertMetric,
-    ProbeContext,
-    ProbeSettings,
-    ProbeSpec,
-    ProbeTarget,
-    ReportRole,
-    RoundSettings,
-)
+from netprobe.probes.base import ProbeContext, ProbeRuntime, ProbeTarget
 from netprobe.probes.results import ProbeResult, RttSummaryJson, record_of
+from netprobe.probes.settings import ProbeSettings, RoundSettings
 from netprobe.stats import RttStats, jitter, loss_pct, rtt_stats
 from netprobe.times import utc_now
 
@@ -103,10 +96,5 @@ def _startup(ctx: ProbeContext, used: bool) -> dict[str, str]:
     return {"icmp_socket": engine.socket_kind()}
 
 
-SPEC = ProbeSpec(
-    name="icmp", settings_model=IcmpSettings, run=run, result_type=IcmpResult, cli="netprobe.probes.icmp_cli",
-    agent_wide=(("max_rate", "the send-rate cap is the agent's, for all targets together"),),
-    configure=_configure, startup=_startup,
-    alert_metrics=(AlertMetric("loss_pct"), AlertMetric("rtt_p95_ms"), AlertMetric("jitter_ms"),
-                   AlertMetric("attainment_pct", slo=True)),
-    report=ReportRole(rtt_rank=0))
+RUNTIME = ProbeRuntime(settings_model=IcmpSettings, run=run, result_type=IcmpResult, configure=_configure,
+                       startup=_startup)

@@ -15,16 +15,9 @@ from netprobe.mtr.engine import ProbeRecord
 from netprobe.mtr.hops import Hop, Path, build_path, label_path
 from netprobe.mtr.packets import PAYLOAD
 from netprobe.net.lines import RouteVerdict
-from netprobe.probes.base import (
-    AlertMetric,
-    ProbeContext,
-    ProbeSettings,
-    ProbeSpec,
-    ProbeTarget,
-    ReportRole,
-    RouteSeen,
-)
+from netprobe.probes.base import ProbeContext, ProbeRuntime, ProbeTarget, RouteSeen
 from netprobe.probes.results import ProbeResult
+from netprobe.probes.settings import ProbeSettings
 from netprobe.stats import RttStats, jitter, rtt_stats
 from netprobe.times import utc_now
 
@@ -248,11 +241,4 @@ def route_seen(result: ProbeResult, sold_as: str | None) -> RouteSeen | None:
                      hops=[list(hop.addresses) for hop in result.hops])
 
 
-SPEC = ProbeSpec(
-    name="mtr", settings_model=MtrSettings, run=run, result_type=MtrResult, cli="netprobe.probes.mtr_cli",
-    # its destination's figures stand in for icmp's where a target has no icmp
-    alert_metrics=(AlertMetric("loss_pct", rank=1), AlertMetric("rtt_p95_ms", rank=1),
-                   AlertMetric("jitter_ms", rank=1), AlertMetric("path_change", events=True),
-                   AlertMetric("line_mismatch", events=True),
-                   AlertMetric("attainment_pct", rank=1, slo=True)),
-    report=ReportRole(rtt_rank=1), route_of=route_seen)
+RUNTIME = ProbeRuntime(settings_model=MtrSettings, run=run, result_type=MtrResult, route_of=route_seen)

@@ -17,16 +17,12 @@ from netprobe.owd import client, packets
 from netprobe.owd.figures import DelayVar, figures
 from netprobe.probes import reflector
 from netprobe.probes.base import (
-    AlertMetric,
     ProbeContext,
-    ProbeSpec,
+    ProbeRuntime,
     ProbeTarget,
-    ReportColumn,
-    ReportRole,
-    RollupFigure,
-    RoundSettings,
 )
 from netprobe.probes.results import ProbeResult, Status, count_problems
+from netprobe.probes.settings import RoundSettings
 from netprobe.stats import RttStats, jitter
 from netprobe.times import utc_now
 
@@ -146,30 +142,5 @@ def rollup_extras(result: ProbeResult) -> list[tuple[str, float]]:
     return out
 
 
-ROLLUP_FIGURES = (
-    RollupFigure("fwd_loss_pct", "owd_fwd_lost", per="owd_sent", per_scale=100.0),
-    RollupFigure("ret_loss_pct", "owd_ret_lost", per="owd_sent", per_scale=100.0),
-    RollupFigure("fwd_delay_var_p50_ms", "owd_fwd_var_p50_ms"),
-    RollupFigure("fwd_delay_var_p95_ms", "owd_fwd_var_p95_ms"),
-    RollupFigure("ret_delay_var_p50_ms", "owd_ret_var_p50_ms"),
-    RollupFigure("ret_delay_var_p95_ms", "owd_ret_var_p95_ms"),
-    RollupFigure("fwd_ms", "owd_fwd_ms"),
-    RollupFigure("ret_ms", "owd_ret_ms"),
-)
-
-SPEC = ProbeSpec(
-    name="owd", settings_model=OwdSettings, run=run, result_type=OwdResult, cli="netprobe.probes.owd_cli",
-    target_options=(reflector.OPTION,), rollup_extras=rollup_extras, rollup_figures=ROLLUP_FIGURES,
-    alert_metrics=(AlertMetric("fwd_loss_pct"), AlertMetric("ret_loss_pct"),
-                   AlertMetric("loss_pct", rank=3), AlertMetric("rtt_p95_ms", rank=3),
-                   AlertMetric("jitter_ms", rank=3)),
-    report=ReportRole(rtt_rank=2, figures=(
-        ("fwd_loss_pct", "fwd_loss_pct"), ("ret_loss_pct", "ret_loss_pct"),
-        ("fwd_delay_var_p50_ms", "fwd_delay_var_p50_ms"), ("fwd_delay_var_p95_ms", "fwd_delay_var_p95_ms"),
-        ("ret_delay_var_p50_ms", "ret_delay_var_p50_ms"), ("ret_delay_var_p95_ms", "ret_delay_var_p95_ms"),
-        ("fwd_ms", "fwd_ms"), ("ret_ms", "ret_ms"), ("owd_rtt_p95_ms", "rtt_p95_ms")),
-        # where the peak's loss and jitter happen: shown once some target has owd rounds
-        columns=(ReportColumn("fwd loss%", "fwd_loss_pct", "pct", when_measured=True),
-                 ReportColumn("ret loss%", "ret_loss_pct", "pct", when_measured=True),
-                 ReportColumn("fwd var p95", "fwd_delay_var_p95_ms", when_measured=True),
-                 ReportColumn("ret var p95", "ret_delay_var_p95_ms", when_measured=True))))
+RUNTIME = ProbeRuntime(settings_model=OwdSettings, run=run, result_type=OwdResult,
+                       target_options=(reflector.OPTION,), rollup_extras=rollup_extras)

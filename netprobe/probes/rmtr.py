@@ -28,8 +28,9 @@ from pydantic import Field, field_validator, model_validator
 from netprobe.config.durations import Duration
 from netprobe.mtr.hops import Hop, Path, flag_rate_limited
 from netprobe.probes import reflector
-from netprobe.probes.base import AlertMetric, ProbeContext, ProbeSettings, ProbeSpec, ProbeTarget, ReportRole
+from netprobe.probes.base import ProbeContext, ProbeRuntime, ProbeTarget
 from netprobe.probes.mtr import MtrResult, path_result, route_seen
+from netprobe.probes.settings import ProbeSettings
 from netprobe.times import utc_now
 
 if TYPE_CHECKING:
@@ -279,10 +280,5 @@ async def run(target: ProbeTarget, settings: RmtrSettings, ctx: ProbeContext) ->
                        got.error_kind, got.error)
 
 
-SPEC = ProbeSpec(
-    name="rmtr", settings_model=RmtrSettings, run=run, result_type=RmtrResult, cli="netprobe.probes.rmtr_cli",
-    target_options=(reflector.OPTION,), report=ReportRole(), route_of=route_seen, route_direction="return",
-    mismatch_kind="return_line_mismatch",
-    # a change of the way back is a change of the route too: path_change counts both directions
-    alert_metrics=(AlertMetric("path_change", rank=1, events=True),
-                   AlertMetric("return_line_mismatch", events=True), AlertMetric("asymmetric", lines=True)))
+RUNTIME = ProbeRuntime(settings_model=RmtrSettings, run=run, result_type=RmtrResult,
+                       target_options=(reflector.OPTION,), route_of=route_seen)

@@ -25,18 +25,13 @@ from pydantic import Field
 
 from netprobe.config.durations import Duration
 from netprobe.probes.base import (
-    AlertMetric,
-    PageFigure,
-    PageTable,
     ProbeContext,
-    ProbeSpec,
+    ProbeRuntime,
     ProbeTarget,
-    ReportColumn,
-    ReportRole,
-    RoundSettings,
     TargetOption,
 )
 from netprobe.probes.results import ProbeResult
+from netprobe.probes.settings import RoundSettings
 from netprobe.stats import RttStats, jitter, loss_pct, rtt_stats
 from netprobe.times import utc_now
 
@@ -333,15 +328,5 @@ def _finish(res: TcpResult, t0: float) -> TcpResult:
 PORT_OPTION = TargetOption(key="tcp_port", annotation=int, fills="port",
                            field=Field(default=443, ge=1, le=65535, description="port of the tcp probe"))
 
-SPEC = ProbeSpec(name="tcp", settings_model=TcpSettings, run=run, result_type=TcpResult,
-                 cli="netprobe.probes.tcp_cli",
-                 target_options=(PORT_OPTION,),
-                 alert_metrics=(AlertMetric("rtt_p95_ms", rank=2), AlertMetric("jitter_ms", rank=2),
-                                AlertMetric("attainment_pct", rank=2, slo=True)),
-                 report=ReportRole(figures=(("tcp_connect_p95_ms", "rtt_p95_ms"),),
-                                   columns=(ReportColumn("tcp p95", "tcp_connect_p95_ms"),),
-                                   on_row=("tcp_connect_p95_ms",)),
-                 page=PageTable("TCP", "TCP connect", (
-                     PageFigure("connect P50, ms", "rtt_p50_ms"), PageFigure("connect P95, ms", "rtt_p95_ms"),
-                     PageFigure("failed connects, %", "loss_pct", "pct"),
-                     PageFigure("rounds (failed)", "rounds", "rounds"))))
+RUNTIME = ProbeRuntime(settings_model=TcpSettings, run=run, result_type=TcpResult,
+                       target_options=(PORT_OPTION,))

@@ -80,6 +80,7 @@ def compare(previous: Route | None, current: Route, agent_id: str, target_id: st
     """Events of `current` given the usable route of the same probe before it (None: the first one seen)."""
     spec = REGISTRY[current.probe]
     direction = spec.route_direction
+    assert direction is not None          # a route's probe has one (ProbeSpec checks)
     events = []
     old_hash = previous.hash if previous is not None else None
     if previous is not None and previous.hash != current.hash:

@@ -15,10 +15,11 @@ _HASH_MAX = 64                           # path_changes.old_hash/new_hash
 
 
 def route_probes(direction: str | None = None) -> tuple[str, ...]:
-    """The probes whose rounds carry a route verdict (their specs' route_of): mtr, rmtr; with
-    `direction`, those tracing that way (forward: mtr; return: rmtr)."""
+    """The probes whose rounds carry a route verdict (their specs' route_of, told by their
+    route_direction without loading it): mtr, rmtr; with `direction`, those tracing that way
+    (forward: mtr; return: rmtr)."""
     return tuple(name for name, spec in REGISTRY.items()
-                 if spec.route_of is not None and direction in (None, spec.route_direction))
+                 if spec.route_direction is not None and direction in (None, spec.route_direction))
 
 
 @dataclass(frozen=True, slots=True)

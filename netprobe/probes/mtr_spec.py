@@ -1,0 +1,20 @@
+"""mtr's registry entry: what the reports, alerts and config read without its runtime (netprobe.probes.mtr:
+settings, trace engine, line classifier, result type, route verdicts)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from netprobe.probes.base import AlertMetric, ProbeSpec, ReportRole
+
+if TYPE_CHECKING:
+    from netprobe.probes.mtr import MtrResult, MtrSettings
+
+SPEC: ProbeSpec[MtrSettings, MtrResult] = ProbeSpec(
+    name="mtr", runtime="netprobe.probes.mtr", cli="netprobe.probes.mtr_cli",
+    # its destination's figures stand in for icmp's where a target has no icmp
+    alert_metrics=(AlertMetric("loss_pct", rank=1), AlertMetric("rtt_p95_ms", rank=1),
+                   AlertMetric("jitter_ms", rank=1), AlertMetric("path_change", events=True),
+                   AlertMetric("line_mismatch", events=True),
+                   AlertMetric("attainment_pct", rank=1, slo=True)),
+    report=ReportRole(rtt_rank=1), route_direction="forward")

@@ -1,0 +1,18 @@
+"""rmtr's registry entry: what the reports, alerts and config read without its runtime
+(netprobe.probes.rmtr)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from netprobe.probes.base import AlertMetric, ProbeSpec, ReportRole
+
+if TYPE_CHECKING:
+    from netprobe.probes.rmtr import RmtrResult, RmtrSettings
+
+SPEC: ProbeSpec[RmtrSettings, RmtrResult] = ProbeSpec(
+    name="rmtr", runtime="netprobe.probes.rmtr", cli="netprobe.probes.rmtr_cli",
+    report=ReportRole(), route_direction="return", mismatch_kind="return_line_mismatch",
+    # a change of the way back is a change of the route too: path_change counts both directions
+    alert_metrics=(AlertMetric("path_change", rank=1, events=True),
+                   AlertMetric("return_line_mismatch", events=True), AlertMetric("asymmetric", lines=True)))

@@ -77,7 +77,7 @@ def _agent_run(args: list[str]) -> None:
 
 
 def _plain(word: str, args: list[str]) -> None:
-    """A plain `report peak …` (netprobe.plain_args) without typer and click: their
+    """A plain `report peak …` or `budget …` (netprobe.plain_args) without typer and click: their
     import and command tree were a tenth of a fleet report's < 1 s; returns (to the typer tree) for
     anything else."""
     if word == "report" and args[:1] == ["peak"]:
@@ -87,6 +87,13 @@ def _plain(word: str, args: list[str]) -> None:
         if got is not None:
             report.peak(**got)
             sys.exit(0)
+    if word == "budget":
+        from netprobe.budget import run as budget
+
+        got = budget.plain_budget(args)
+        if got is not None:
+            budget.budget(**got)
+            sys.exit(0)
 
 
 def main() -> None:
@@ -95,7 +102,7 @@ def main() -> None:
     try:
         if word == "agent" and sys.argv[2:3] == ["run"]:
             _agent_run(sys.argv[3:])
-        if word == "report":
+        if word in ("report", "budget"):
             _plain(word, sys.argv[2:])
         build_app(word if word in _COMMANDS else None)()
     except ConfigError as exc:

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from netprobe.cli import build_app
 from netprobe.plain_args import plain_options
+from netprobe.probes import REGISTRY
 from netprobe.report.run import plain_peak
 from tests.support.report import dataset, write_all
 
@@ -98,11 +99,46 @@ def test_plain_and_typer_print_the_same_without_typer(db: str, args: list[str], 
     mods = tmp_path / "modules.json"
     plain = _plain(words, mods)
     assert plain.returncode == 0, plain.stderr
-    loaded = {m.split(".")[0] for m in json.loads(mods.read_text())}
+    modules = set(json.loads(mods.read_text()))
+    loaded = {m.split(".")[0] for m in modules}
     assert not loaded & {"typer", "click", "sqlalchemy"}
+    assert not modules & RUNTIME_ONLY
     typed = _typer(words)
     assert _report(plain.stdout) == _report(typed)
     assert _report(plain.stdout)["rows"]
+
+
+# What the reports and the budget never use: pydantic (the probes' settings), the probes' runtime
+# modules (engines, packet code; their specs' runtime) and the rows' wire validator.
+RUNTIME_ONLY = {"pydantic", "netprobe.store.wire", "netprobe.config.agent",
+                *(spec.runtime for spec in REGISTRY.values() if spec.runtime is not None)}
+
+
+@pytest.mark.parametrize("args", [
+    ["budget", "--ttft-ms", "800", "--json", "--days", "2"],
+    ["budget", "--slo-ttft-ms", "900", "--server-ttft-ms", "300,600", "--keepalive", "--json"],
+    ["budget", "--ttft-ms", "800", "--tls", "1.2", "--calls", "2", "--region", "cn-east", "--json"],
+])
+def test_plain_budget_prints_what_typer_prints(db: str, args: list[str], tmp_path: Path) -> None:
+    words = [*args, "--db", db]
+    mods = tmp_path / "modules.json"
+    plain = _plain(words, mods)
+    assert plain.returncode == 0, plain.stderr
+    modules = set(json.loads(mods.read_text()))
+    assert not {m.split(".")[0] for m in modules} & {"typer", "click", "sqlalchemy", "rich"}
+    assert not modules & RUNTIME_ONLY
+    assert json.loads(plain.stdout) == json.loads(_typer(words))
+    assert json.loads(plain.stdout)["rows"]
+
+
+def test_plain_budget_table_and_errors(db: str, tmp_path: Path) -> None:
+    table = _plain(["budget", "--db", db, "--ttft-ms", "800"], tmp_path / "m.json")
+    assert table.returncode == 0, table.stderr
+    assert "floor p95" in table.stdout and "hk-cn2" in table.stdout
+    none = _plain(["budget", "--db", db], tmp_path / "m.json")
+    assert none.returncode == 2 and "--ttft-ms" in none.stderr and "Traceback" not in none.stderr
+    typed = _plain(["budget", "--db", db, "--calls", "x"], tmp_path / "m.json")   # typer's message
+    assert typed.returncode == 2 and "valid integer" in " ".join(typed.stderr.split())
 
 
 def test_errors_are_the_same_either_way(db: str, tmp_path: Path) -> None:

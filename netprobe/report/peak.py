@@ -43,7 +43,9 @@ from .windows import DEFAULT_OFFPEAK, DEFAULT_WINDOW, HourWindow, LocalDays, las
 DEFAULT_DAYS = 7
 
 
-@dataclass(frozen=True, slots=True)
+# repr=False: asyncio.run's clean-up formats its SIGINT handler, which holds the main task and so
+# the repr of its result; a fleet's report in full was 0.07 s of CPU per run, twice.
+@dataclass(frozen=True, slots=True, repr=False)
 class PeakReport:
     rows: list[PeakRow]
     days: int

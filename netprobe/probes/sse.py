@@ -376,8 +376,10 @@ def rollup_extras(result: ProbeResult) -> list[tuple[str, float]]:
             out.append((name, float(value)))
     if result.mode == "openai":
         first, headers, tpot = result.first_event_ms, result.ttfb_ms, result.tpot_ms
-        if first is not None and headers is not None:
-            server = max(0.0, first - headers)
+        # A first event stamped no later than the headers came in their read (the agent read late):
+        # the server's time is then unknown, not 0
+        if first is not None and headers is not None and first > headers:
+            server = first - headers
             out.append(("server_first_ms", server))
             # log moments: the server's first-token time as a log-normal (SLO attainment, DESIGN §10)
             ln = math.log(max(server, SERVER_FLOOR_MS))

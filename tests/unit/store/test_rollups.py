@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -156,3 +157,17 @@ def test_openai_streams_roll_up_the_servers_first_token_and_tpot() -> None:
     figures = rollup.figures()
     assert figures["server_first_ms"] == pytest.approx((300.0 + 380.0) / 2)
     assert figures["tpot_ms"] == pytest.approx(25.0)
+
+
+def test_a_first_event_read_with_the_headers_gives_no_server_time() -> None:
+    """An agent that reads late (a stalled host) gets the headers and the first token in one read,
+    stamped alike: the server's time is then unknown, not 0. Counted as 0 (10 µs in the log moments),
+    such streams had dragged a demo's fitted server time from ~150 ms to 14 ms."""
+    rollup = Rollup()
+    for first, ttfb in ((400.0, 100.0), (250.0, 250.0), (500.0, 120.0)):
+        rollup.add(parse_envelope(_sse_envelope(T0, first, 40.0, 0, 10.0, 2.0, mode="openai", ttfb=ttfb,
+                                                tpot=20.0)))
+    figures = rollup.figures()
+    assert figures["server_first_ms"] == pytest.approx((300.0 + 380.0) / 2)
+    assert figures["server_first_ln_mean"] == pytest.approx((math.log(300.0) + math.log(380.0)) / 2)
+    assert figures["tpot_ms"] == pytest.approx(20.0)

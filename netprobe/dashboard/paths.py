@@ -23,8 +23,8 @@ def _titles() -> dict[Direction, str]:
     """Per direction, its heading naming the probes that trace it (their specs' route_direction)."""
     out = {}
     for direction in DIRECTIONS:
-        tracers = [n for n, spec in REGISTRY.items() if spec.route_of is not None
-                   and spec.route_direction == direction]
+        # route_direction is set exactly when route_of is (the spec checks): no runtime to load
+        tracers = [n for n, spec in REGISTRY.items() if spec.route_direction == direction]
         out[direction] = f"{_WAYS[direction]}{', ' if tracers else ''}{', '.join(tracers)})"
     return out
 

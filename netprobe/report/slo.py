@@ -13,8 +13,10 @@ import numpy as np
 
 from netprobe.budget.attainment import (
     DRAWN_CELLS,
+    DRAWN_PRUNE,
     F64,
     GRID_CELLS,
+    PRUNE,
     Outcome,
     Rtts,
     Server,
@@ -85,13 +87,13 @@ def _cases(w: Window, rows: Sequence[int]) -> tuple[list[int], Rtts, F64]:
 
 
 def _attain(req: SloRequest, w: Window, rows: Sequence[int], servers: Sequence[Server],
-            cells: int = GRID_CELLS) -> dict[int, float]:
+            cells: int = GRID_CELLS, prune: float = PRUNE) -> dict[int, float]:
     """In slices of rows, so a fleet's every hour of day (24 cases a target) is never copied at once."""
     out: dict[int, float] = {}
     pick = dict(zip(rows, servers, strict=True))
     for k in range(0, len(rows), SLICE):
         have, rtts, loss = _cases(w, rows[k:k + SLICE])
-        got = attainments(rtts, loss, [pick[i] for i in have], req.model, cells)
+        got = attainments(rtts, loss, [pick[i] for i in have], req.model, cells, prune)
         out.update(zip(have, got.tolist(), strict=True))
     return out
 
@@ -121,7 +123,7 @@ def series_slo(req: SloRequest, peak: Window, offpeak: Window | None, each_hour:
     hours: dict[int, list[float | None]] = {}
     if req.hours and each_hour is not None:
         got = _attain(req, each_hour, [i * 24 + h for i in rows for h in range(24)],
-                      [s for s in servers for _ in range(24)], DRAWN_CELLS)
+                      [s for s in servers for _ in range(24)], DRAWN_CELLS, DRAWN_PRUNE)
         hours = {i: [got.get(i * 24 + h) for h in range(24)] for i in rows}
     return {i: SloFigures(req.model.ttft_ms, at_peak.get(i), off.get(i), tuple(hours.get(i, ())), source[k],
                           outs.get(i), drawn.get(i, ()))

@@ -113,3 +113,41 @@ def test_e2e_quantiles_and_the_gpu_budget() -> None:
     ratio = budget / server.quantile(0.95)
     scaled = LogNormal(server.mu + math.log(ratio), server.sigma)
     assert attainment_pct(rtt, 0.0, scaled, m) == pytest.approx(95.0, abs=0.1)
+
+
+def test_unlikely_loss_patterns_are_dropped_within_their_bound() -> None:
+    """PRUNE drops loss patterns less likely than 1e-12 (DRAWN_PRUNE 1e-6 for charts), as MAX_LOSSES
+    drops the rest: the attainment moves by no more than the dropped mass. Without a server, a case's
+    figure does not depend on the other cases of its batch (batches are formed by loss); cases that
+    share a server share a grid step, so theirs moves within the grid's resolution."""
+    from netprobe.budget.attainment import (
+        DRAWN_CELLS,
+        DRAWN_PRUNE,
+        GRID_CELLS,
+        PRUNE,
+        Rtts,
+        attainments,
+        curves,
+    )
+
+    rng = np.random.default_rng(7)
+    dists = [Dist.of(rng.lognormal(math.log(c), 0.15, 400)) for c in (60, 150, 240, 300)]
+    losses = [0.0, 0.001, 0.01, 0.03, 0.05, 0.2]
+    cases = [(d, p) for d in dists for p in losses]
+    rtts = Rtts.of([d for d, _ in cases])
+    loss = np.array([p for _, p in cases])
+    m, server = SloModel(ttft_ms=1000.0), LogNormal.through(150, 400)
+    for servers in ([None] * len(cases), [server] * len(cases)):
+        # the grids' resolution against a Monte Carlo: 0.3 points at GRID_CELLS, ~1 at DRAWN_CELLS
+        for cells, prune, bound, grid in ((GRID_CELLS, PRUNE, 1e-8, 0.3),
+                                          (DRAWN_CELLS, DRAWN_PRUNE, 1e-3, 1.0)):
+            exact = attainments(rtts, loss, servers, m, cells, prune=0.0)
+            got = attainments(rtts, loss, servers, m, cells, prune)
+            assert np.abs(got - exact).max() < bound, (cells, prune)
+            alone = [float(attainments(Rtts.of([d]), [p], servers[:1], m, cells, prune)[0]) for d, p in cases]
+            assert np.abs(got - np.array(alone)).max() < (1e-9 if servers[0] is None else grid)
+    # the drawn curves are returned in the cases' order, whatever order the batches took
+    drawn = curves(rtts, loss, [None] * len(cases), m)
+    for k in (0, 7, len(cases) - 1):
+        xs, fs = curves(Rtts.of([cases[k][0]]), [cases[k][1]], [None], m)[0]
+        assert np.allclose(drawn[k][0], xs) and np.allclose(drawn[k][1], fs, atol=1e-9)

@@ -34,7 +34,7 @@ _ROWS = ("SELECT v.column6, r.zone, CASE WHEN v.column4 = 1 THEN r.payload END,"
          f" CASE v.column5 {_LEVEL} END"
          " FROM %(rows)s v JOIN rollups_prefix r ON r.agent_id = %(a)s AND r.target_id = v.column1"
          " AND r.probe = v.column2 AND r.folded_until = v.column3")
-_KEYS_PER_READ = 500
+_KEYS_PER_READ = 2000          # one statement per agent of a few hundred series (each is a round trip)
 _LISTED_HOURS = 96                 # a tail of up to this many hours is read by naming the hours it wants
 
 

@@ -49,6 +49,22 @@ async def test_reader_and_store_give_the_same_report_on_sqlite(tmp_path: Path, f
     await _same_both_ways(f"sqlite:///{tmp_path / 'r.db'}", fold)
 
 
+async def test_prefix_rows_read_in_parts_give_the_same_report(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent with more series than one statement takes reads its prefix rows in several."""
+    from netprobe.store import prefix_read
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    await write_all(url, dataset(days=12, seed=11), fold=True)
+    reader = await open_reader(url)
+    try:
+        whole = await _report(reader, days=7)
+        monkeypatch.setattr(prefix_read, "_KEYS_PER_READ", 3)
+        assert await _report(reader, days=7) == whole
+    finally:
+        await reader.close()
+
+
 @pytest.mark.postgres
 async def test_reader_and_store_give_the_same_report_on_postgres() -> None:
     with scratch_database() as url:

@@ -282,8 +282,7 @@ async def compute(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | 
               if (agent is None or info.id == agent) and (region is None or info.region == region)
               and (agent_ids is None or info.id in agent_ids)]
     # Agents are read ahead (store.parallel_reads at a time), so the database answers the next one's
-    # queries while this process works on the rows it has; each agent's detected lines are read
-    # alongside. Only the agents in flight are held in memory.
+    # queries while this process works on the rows it has. Only the agents in flight are held in memory.
     async def read(info: fleet.AgentInfo) -> tuple[ZoneInfo, str | None, dict[str, HourArrays]]:
         zone, problem = zone_of(info.timezone)
         return zone, problem, await _agent_series(store, info.id, last_days(zone, days, now), target_info,
@@ -297,8 +296,6 @@ async def compute(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | 
         if info is not None:
             ahead.append((info, asyncio.ensure_future(read(info))))
 
-    line_reads: list[asyncio.Future[dict[tuple[str, str], fleet.DetectedLine]]] = []
-    return_reads: list[asyncio.Future[dict[tuple[str, str], fleet.DetectedLine]]] = []    # the way back
     rows: list[PeakRow] = []
     warnings: list[str] = []
     try:
@@ -308,20 +305,21 @@ async def compute(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | 
             info, pending = ahead.popleft()
             launch()
             zone, problem, grouped = await pending
-            if not peak_only:
-                pairs = sorted({(info.id, t) for a in grouped.values() for t in a.targets})
-                line_reads.append(asyncio.ensure_future(fleet.detected_lines(store, pairs, now)))
-                return_reads.append(asyncio.ensure_future(fleet.detected_lines(store, pairs, now, "return")))
             if grouped and problem:
                 warnings.append(f"agent {info.id}: {problem}; its windows are taken in UTC")
             rows += _agent_rows(info, zone, target_info, grouped, win, None if peak_only else off, slo)
-        lines = {k: v for found in await asyncio.gather(*line_reads) for k, v in found.items()}
-        back = {k: v for found in await asyncio.gather(*return_reads) for k, v in found.items()}
     finally:
-        tasks: list[asyncio.Future[Any]] = [*(t for _, t in ahead), *line_reads, *return_reads]
+        tasks = [t for _, t in ahead]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+    lines: dict[tuple[str, str], fleet.DetectedLine] = {}
+    back: dict[tuple[str, str], fleet.DetectedLine] = {}      # the way back
+    if not peak_only and rows:
+        # every agent's pairs at once: a few statements per direction, not a few per agent
+        pairs = sorted({(r.agent, r.target) for r in rows})
+        lines, back = await asyncio.gather(fleet.detected_lines(store, pairs, now),
+                                           fleet.detected_lines(store, pairs, now, "return"))
     rows = [replace(r, detected_line=lines[(r.agent, r.target)].label) if (r.agent, r.target) in lines else r
             for r in rows]
     rows = [replace(r, return_line=back[(r.agent, r.target)].label) if (r.agent, r.target) in back else r

@@ -115,6 +115,7 @@ class Builder:
         self.parts: dict[float, list[tuple[str, Part]]] = {1.0: [], -1.0: []}
         self.payloads: dict[float, list[tuple[str, bytes]]] = {1.0: [], -1.0: []}
         self.levels: list[tuple[str, F64]] = []
+        self.stored_levels: list[tuple[str, bytes | None]] = []
         self.rows: list[tuple[str, int, Mapping[str, Any], _Bins | None]] = []
 
     def add_part(self, target: str, part: Part, sign: float) -> None:
@@ -128,6 +129,11 @@ class Builder:
     def add_extremes(self, target: str, level: F64) -> None:
         self.levels.append((target, level))
 
+    def add_stored_extremes(self, target: str, data: bytes | None) -> None:
+        """A sparse-table level as stored (decode_extremes'): read in build() with all the others in
+        one step (a NumPy array and a stack per level were a twentieth of a budget's CPU)."""
+        self.stored_levels.append((target, data))
+
     def add_hour(self, target: str, hour_of_day: int, row: Mapping[str, Any]) -> None:
         """One rollups_hourly row (its columns, the sketch as stored JSON), after the parts."""
         self.rows.append((target, hour_of_day, row, _bins(row["sketch"]) if row["sketch"] else None))
@@ -136,7 +142,8 @@ class Builder:
         """`only`: the hours of day wanted (a series without hours in them is left out; the other
         hours' bins are left out too, so only windows within `only` may be taken)."""
         targets = sorted({t for ps in self.parts.values() for t, _ in ps} | {t for t, *_ in self.rows}
-                         | {t for ps in self.payloads.values() for t, _ in ps} | {t for t, _ in self.levels})
+                         | {t for ps in self.payloads.values() for t, _ in ps} | {t for t, _ in self.levels}
+                         | {t for t, _ in self.stored_levels})
         at = {t: i for i, t in enumerate(targets)}
         n = len(targets)
         hours = None if only is None else sorted(set(only))
@@ -155,26 +162,38 @@ class Builder:
                 _add_batch(a, series, batch, sign, hours)
         for slot in a.extras.values():      # an extra no round had is none (Sums.add drops it)
             slot[slot[..., 1] == 0, 0] = 0.0
-        a.ext = _levels(a.ext, at, self.levels)
+        a.ext = _levels(a.ext, at, self.levels, self.stored_levels)
         _add_rows(a, [(at[t], h, row, bins) for t, h, row, bins in self.rows])
         keep = (a.hours[:, list(only)] if only is not None else a.hours).any(axis=1)
         return a if keep.all() else a.take(np.flatnonzero(keep))
 
 
-def _levels(ext: F64, at: Mapping[str, int], levels: Sequence[tuple[str, F64]]) -> F64:
-    """ext combined with every series' levels (the k-th level of each series in one step)."""
-    rounds: list[dict[int, F64]] = []
-    for t, level in levels:
-        i = at[t]
-        for r in rounds:
-            if i not in r:
-                r[i] = level
-                break
-        else:
-            rounds.append({i: level})
-    for r in rounds:
-        idx = np.fromiter(r, np.intp, len(r))
-        ext[idx] = combine(ext[idx], np.stack(list(r.values())))
+_NO_LEVEL = np.full(96, np.nan).astype("<f8").tobytes()
+
+
+def _levels(ext: F64, at: Mapping[str, int], levels: Sequence[tuple[str, F64]],
+            stored: Sequence[tuple[str, bytes | None]] = ()) -> F64:
+    """ext combined with every series' levels, in the order added: the k-th level of each series
+    in one step."""
+    if not levels and not stored:
+        return ext
+    parts = [np.stack([level for _, level in levels])] if levels else []
+    if stored:
+        raw = b"".join(data or _NO_LEVEL for _, data in stored)
+        parts.append(np.frombuffer(raw, "<f8").reshape(len(stored), 24, 4) if len(raw) == len(stored) * 768
+                     else np.stack([decode_extremes(data) for _, data in stored]))
+    every = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    series = [at[t] for t, _ in levels] + [at[t] for t, _ in stored]
+    seen: dict[int, int] = {}
+    nth = []
+    for i in series:
+        k = seen.get(i, 0)
+        seen[i] = k + 1
+        nth.append(k)
+    idx, rank = np.asarray(series, np.intp), np.asarray(nth)
+    for k in range(max(nth) + 1):
+        mine = rank == k
+        ext[idx[mine]] = combine(ext[idx[mine]], every[mine])
     return ext
 
 

@@ -162,8 +162,8 @@ async def local_days(conn: Conn, agent_id: str, zone: ZoneInfo, first: date, now
         if brow is not None:
             assert brow[0] is not None
             b.add_payload(key[0], brow[0], -1.0)
-        b.add_extremes(key[0], arrays.decode_extremes(lrow[1]))
-        b.add_extremes(key[0], arrays.decode_extremes(rrow[1]))
+        b.add_stored_extremes(key[0], lrow[1])
+        b.add_stored_extremes(key[0], rrow[1])
         tails[key] = p["L"]
     # Hours after each series' newest row (its tail), and every hour of series without usable rows:
     # of the whole days if nothing of this agent is folded, else only since the fold (new series) or

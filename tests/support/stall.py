@@ -1,0 +1,90 @@
+"""One ICMP round with the event loop stalled on purpose, for lab tests (run inside the agent namespace):
+`python -m tests.support.stall ADDRESS COUNT INTERVAL TIMEOUT STALL WHERE` prints the outcome as JSON.
+
+WHERE says where the loop blocks once the round's last request is out:
+- `loop`: in the next loop callback (a GC pause or a long synchronous step between two callbacks);
+- `poll`: while replies come thick and the engine polls the socket from its timer, inside its next
+  such read, as it finds the queue empty (a GC pause while the BlockingIOError is built, a vCPU stall
+  right after the syscall).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import sys
+import time
+from dataclasses import asdict
+from typing import Any
+
+from netprobe.icmp.engine import QUANTUM_NS, IcmpEngine
+
+
+class _StallOnEmpty:
+    """A socket whose next read that finds nothing blocks `seconds` first, once armed."""
+
+    def __init__(self, sock: socket.socket, seconds: float) -> None:
+        self._sock, self._seconds, self.armed = sock, seconds, False
+
+    def recvmsg_into(self, *args: Any) -> Any:
+        try:
+            return self._sock.recvmsg_into(*args)
+        except BlockingIOError:
+            if self.armed:
+                self.armed = False
+                time.sleep(self._seconds)
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+async def stalled_round(address: str, count: int, interval: float, timeout: float, stall: float,
+                        where: str) -> dict[str, Any]:
+    loop = asyncio.get_running_loop()
+    engine = IcmpEngine(kind="raw")
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    engine._bind_loop()
+    fs = engine._socket(family)
+    wrapped = _StallOnEmpty(fs.sock, stall)
+    fs.sock = wrapped  # type: ignore[assignment]
+    send_next, tick = engine._send_next, engine._tick
+    sent_all = False
+
+    def send_then_stall(rnd: Any, next_ns: int) -> None:
+        nonlocal sent_all
+        send_next(rnd, next_ns)
+        if len(rnd.sent_ns) == rnd.count:
+            sent_all = True
+            if where == "loop":
+                loop.call_soon(time.sleep, stall)
+
+    def stall_in_polling_tick() -> None:
+        nonlocal sent_all
+        if where == "poll" and sent_all and not engine._reading:
+            wrapped.armed, sent_all = True, False
+        tick()
+        if where == "poll" and sent_all and engine._reading:
+            # poll from the next tick on, as the engine does once replies come thick (_on_readable)
+            engine._stop_reading()
+            engine._arm(time.monotonic_ns() + QUANTUM_NS)
+
+    engine._send_next = send_then_stall  # type: ignore[method-assign]
+    engine._tick = stall_in_polling_tick  # type: ignore[method-assign]
+    t0 = time.monotonic()
+    try:
+        out = await engine.ping(address, count=count, interval=interval, timeout=timeout)
+    finally:
+        engine.close()
+    return {**asdict(out), "took": time.monotonic() - t0}
+
+
+def main() -> None:
+    address, count, interval, timeout, stall, where = sys.argv[1:7]
+    print(json.dumps(asyncio.run(stalled_round(address, int(count), float(interval), float(timeout),
+                                                float(stall), where))))
+
+
+if __name__ == "__main__":
+    main()

@@ -314,18 +314,19 @@ async def _results(db: Path, agent_id: str) -> list[dict[str, Any]]:
 def stalled(address: str, count: int, interval: float, timeout: float, stall: float,
             where: str) -> dict[str, Any]:
     """One round whose event loop blocks `stall` s once its last request is out (tests/support/stall.py)."""
-    proc = agent_exec([sys.executable, "-m", "tests.support.stall", address, str(count), str(interval),
-                       str(timeout), str(stall), where])
+    proc = agent_exec([sys.executable, "-m", "tests.support.stall", "icmp", address, str(count),
+                       str(interval), str(timeout), str(stall), where])
     assert proc.returncode == 0, proc.stderr
     out: dict[str, Any] = json.loads(proc.stdout)
     assert out["took"] >= stall  # the stall happened, past the timeout of the requests in flight
     return out
 
 
-@pytest.mark.parametrize("where", ["loop", "poll"])
+@pytest.mark.parametrize("where", ["loop", "select", "poll"])
 def test_replies_read_after_a_stall_count_with_their_kernel_rtt(lab: LabState, where: str) -> None:
     """30 ms path, 0.2 s timeout, the loop blocked 0.5 s while the last replies are on their way (between
-    callbacks, or inside a read of the socket while replies come thick and the engine polls): each
+    callbacks, after a select that found nothing, or inside a read of the socket while replies come thick
+    and the engine polls): each
     reply stamped within its timeout is received, with the path's RTT, not the time it was read."""
     route = lab.routes["clean"]
     out = stalled(route.ipv4, 100, 0.001, 0.2, 0.5, where)
@@ -336,7 +337,7 @@ def test_replies_read_after_a_stall_count_with_their_kernel_rtt(lab: LabState, w
     assert not off, (off, out["sent_ns"])
 
 
-@pytest.mark.parametrize("where", ["loop", "poll"])
+@pytest.mark.parametrize("where", ["loop", "select", "poll"])
 def test_replies_past_the_timeout_stay_late_when_read_in_a_stall(lab: LabState, where: str) -> None:
     """300 ms path, 0.2 s timeout, the loop blocked 0.5 s: the replies come within the stall but after
     their timeout. They are loss however they are read: `late` when read before the round ends, else

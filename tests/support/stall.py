@@ -1,9 +1,12 @@
-"""One ICMP round with the event loop stalled on purpose, for lab tests (run inside the agent namespace):
-`python -m tests.support.stall ADDRESS COUNT INTERVAL TIMEOUT STALL WHERE` prints the outcome as JSON.
+"""An ICMP round or an mtr trace with the event loop stalled on purpose, for lab tests (run inside the
+agent namespace): `python -m tests.support.stall icmp ADDRESS COUNT INTERVAL TIMEOUT STALL WHERE` or
+`python -m tests.support.stall mtr ADDRESS MODE TIMEOUT STALL WHERE` prints the outcome as JSON.
 
 WHERE says where the loop blocks once the round's last request is out:
 - `loop`: in the next loop callback (a GC pause or a long synchronous step between two callbacks);
-- `poll`: while replies come thick and the engine polls the socket from its timer, inside its next
+- `select`: right after the loop's next select() that finds nothing ready (a GC pause or vCPU stall
+  before the loop looks at its timers), with the replies arriving meanwhile;
+- `poll` (icmp): while replies come thick and the engine polls the socket from its timer, inside its next
   such read, as it finds the queue empty (a GC pause while the BlockingIOError is built, a vCPU stall
   right after the syscall).
 """
@@ -19,6 +22,7 @@ from dataclasses import asdict
 from typing import Any
 
 from netprobe.icmp.engine import QUANTUM_NS, IcmpEngine
+from netprobe.mtr.engine import TraceEngine
 
 
 class _StallOnEmpty:
@@ -57,8 +61,8 @@ async def stalled_round(address: str, count: int, interval: float, timeout: floa
         send_next(rnd, next_ns)
         if len(rnd.sent_ns) == rnd.count:
             sent_all = True
-            if where == "loop":
-                loop.call_soon(time.sleep, stall)
+            if where != "poll":
+                _stall(loop, stall, where)
 
     def stall_in_polling_tick() -> None:
         nonlocal sent_all
@@ -80,10 +84,57 @@ async def stalled_round(address: str, count: int, interval: float, timeout: floa
     return {**asdict(out), "took": time.monotonic() - t0}
 
 
+def _stall(loop: asyncio.AbstractEventLoop, seconds: float, where: str) -> None:
+    """Block the loop as `where` says, from now on (once)."""
+    if where == "loop":
+        loop.call_soon(time.sleep, seconds)
+        return
+    selector = loop._selector  # type: ignore[attr-defined]
+    select = selector.select
+
+    def select_then_stall(timeout: float | None = None) -> Any:
+        events = select(timeout)
+        if not events:
+            selector.select = select
+            time.sleep(seconds)
+        return events
+
+    selector.select = select_then_stall
+    loop.call_later(0.002, lambda: None)  # wakes the loop before the replies come: a select finds nothing
+
+
+async def stalled_trace(address: str, mode: str, timeout: float, stall: float, where: str) -> dict[str, Any]:
+    """One cycle, every TTL sent at once; the loop stalls once the trace waits for its replies."""
+    loop = asyncio.get_running_loop()
+    engine = TraceEngine()
+    cycle = engine._cycle
+
+    def cycle_then_stall(*args: Any) -> asyncio.Future[None]:
+        fut = cycle(*args)
+        # call_soon from the future's callback: after the trace's own step, so once it waits
+        fut.add_done_callback(lambda _: loop.call_soon(_stall, loop, stall, where))
+        return fut
+
+    engine._cycle = cycle_then_stall  # type: ignore[method-assign,assignment]
+    t0 = time.monotonic()
+    try:
+        out = await engine.trace(address, mode=mode, cycles=1, interval=0.001, timeout=timeout,  # type: ignore[arg-type]
+                                 max_hops=8)
+    finally:
+        engine.close()
+    return {**asdict(out), "took": time.monotonic() - t0}
+
+
 def main() -> None:
-    address, count, interval, timeout, stall, where = sys.argv[1:7]
-    print(json.dumps(asyncio.run(stalled_round(address, int(count), float(interval), float(timeout),
-                                                float(stall), where))))
+    kind, *args = sys.argv[1:]
+    if kind == "mtr":
+        address, mode, timeout, stall, where = args
+        out = asyncio.run(stalled_trace(address, mode, float(timeout), float(stall), where))
+    else:
+        address, count, interval, timeout, stall, where = args
+        out = asyncio.run(stalled_round(address, int(count), float(interval), float(timeout), float(stall),
+                                        where))
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

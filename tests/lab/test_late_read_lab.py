@@ -1,0 +1,64 @@
+"""mtr traces whose event loop stalls past the wait for late replies: a reply the kernel stamped in time
+counts with the path's RTT however late it is read; one stamped after the wait is lost."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.support.lab import LabState, agent_exec, running_lab
+
+pytestmark = pytest.mark.lab
+
+RTT_TOLERANCE_MS = 1.5
+SPEC: dict[str, Any] = {
+    "lab": {"seed": 7},
+    "routes": [
+        {"id": "near", "datacenter": "hk", "line": "cn2-gia", "rtt_ms": 30.0},
+        {"id": "far", "datacenter": "us", "line": "163", "rtt_ms": 300.0},
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[LabState]:
+    with running_lab(SPEC) as state:
+        yield state
+
+
+def stalled_trace(address: str, mode: str, timeout: float, stall: float, where: str) -> list[dict[str, Any]]:
+    """One cycle of an mtr trace whose loop blocks `stall` s once it waits for its replies
+    (tests/support/stall.py); its probe records."""
+    proc = agent_exec([sys.executable, "-m", "tests.support.stall", "mtr", address, mode, str(timeout),
+                       str(stall), where])
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["took"] >= stall and out["error_kind"] is None, out
+    probes: list[dict[str, Any]] = out["probes"]
+    return probes
+
+
+@pytest.mark.parametrize("where", ["loop", "select"])
+@pytest.mark.parametrize("mode", ["icmp", "tcp"])
+def test_destination_read_after_a_stall_is_reached_with_its_kernel_rtt(lab: LabState, mode: str,
+                                                                       where: str) -> None:
+    """30 ms path, 0.2 s wait, the loop blocked 0.5 s while the destination's replies come."""
+    route = lab.routes["near"]
+    probes = stalled_trace(route.ipv4, mode, 0.2, 0.5, where)
+    reached = [p for p in probes if p["kind"] == "reached"]
+    assert reached, probes
+    assert all(abs(p["rtt_ms"] - route.rtt_ms) <= RTT_TOLERANCE_MS for p in reached), reached
+
+
+@pytest.mark.parametrize("where", ["loop", "select"])
+@pytest.mark.parametrize("mode", ["icmp", "tcp"])
+def test_destination_past_the_wait_is_lost_when_read_in_a_stall(lab: LabState, mode: str, where: str) -> None:
+    """300 ms path, 0.2 s wait, the loop blocked 0.5 s: the destination answers within the stall but
+    after the wait, and is lost as it is without a stall; the first hop (the ISP, µs away) still counts."""
+    probes = stalled_trace(lab.routes["far"].ipv4, mode, 0.2, 0.5, where)
+    assert not [p for p in probes if p["kind"] == "reached"], probes
+    assert probes[0]["kind"] == "ttl" and probes[0]["rtt_ms"] < 50, probes[0]

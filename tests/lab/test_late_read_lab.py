@@ -62,3 +62,29 @@ def test_destination_past_the_wait_is_lost_when_read_in_a_stall(lab: LabState, m
     probes = stalled_trace(lab.routes["far"].ipv4, mode, 0.2, 0.5, where)
     assert not [p for p in probes if p["kind"] == "reached"], probes
     assert probes[0]["kind"] == "ttl" and probes[0]["rtt_ms"] < 50, probes[0]
+
+
+def stalled_connects(address: str, count: int, timeout: float, stall: float) -> list[dict[str, Any]]:
+    proc = agent_exec([sys.executable, "-m", "tests.support.stall", "tcp", address, "443", str(count),
+                       str(timeout), str(stall)])
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["took"] >= count * stall, out
+    attempts: list[dict[str, Any]] = out["attempts"]
+    return attempts
+
+
+def test_connect_seen_late_keeps_the_kernels_handshake_time(lab: LabState) -> None:
+    """30 ms path, 0.2 s timeout, the loop blocked 0.5 s after each connect starts: the handshakes count
+    with the path's RTT (the kernel's figure), not the ~500 ms the loop took to see them."""
+    route = lab.routes["near"]
+    attempts = stalled_connects(route.ipv4, 3, 0.2, 0.5)
+    assert all(a["kind"] is None for a in attempts), attempts
+    assert all(abs(a["connect_ms"] - route.rtt_ms) <= RTT_TOLERANCE_MS for a in attempts), attempts
+
+
+def test_connect_completed_past_the_timeout_is_a_timeout_when_seen_in_a_stall(lab: LabState) -> None:
+    """300 ms path, 0.2 s timeout, the loop blocked 0.5 s: the handshakes complete within the stall but
+    after their deadline, and are timeouts as they are without a stall."""
+    attempts = stalled_connects(lab.routes["far"].ipv4, 3, 0.2, 0.5)
+    assert [a["kind"] for a in attempts] == ["timeout"] * 3, attempts

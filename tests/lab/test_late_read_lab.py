@@ -4,6 +4,7 @@ counts with the path's RTT however late it is read; one stamped after the wait i
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -15,6 +16,7 @@ from tests.support.lab import LabState, agent_exec, running_lab
 pytestmark = pytest.mark.lab
 
 RTT_TOLERANCE_MS = 1.5
+STALL_FREE_MS = 20.0  # the most one sample may exceed the path's RTT (the stall is 500 ms)
 SPEC: dict[str, Any] = {
     "lab": {"seed": 7},
     "routes": [
@@ -28,6 +30,13 @@ SPEC: dict[str, Any] = {
 def lab() -> Iterator[LabState]:
     with running_lab(SPEC) as state:
         yield state
+
+
+def assert_kernel_rtts(got: list[float], rtt_ms: float) -> None:
+    """The path's RTT, not the stall: median within tolerance; no sample carries the 500 ms stall (the
+    relay's own ms hiccups on a busy host are tolerated)."""
+    assert abs(statistics.median(got) - rtt_ms) <= RTT_TOLERANCE_MS, got
+    assert min(got) >= rtt_ms - RTT_TOLERANCE_MS and max(got) < rtt_ms + STALL_FREE_MS, got
 
 
 def stalled_trace(address: str, mode: str, timeout: float, stall: float, where: str) -> list[dict[str, Any]]:
@@ -51,7 +60,7 @@ def test_destination_read_after_a_stall_is_reached_with_its_kernel_rtt(lab: LabS
     probes = stalled_trace(route.ipv4, mode, 0.2, 0.5, where)
     reached = [p for p in probes if p["kind"] == "reached"]
     assert reached, probes
-    assert all(abs(p["rtt_ms"] - route.rtt_ms) <= RTT_TOLERANCE_MS for p in reached), reached
+    assert_kernel_rtts([p["rtt_ms"] for p in reached], route.rtt_ms)
 
 
 @pytest.mark.parametrize("where", ["loop", "select"])
@@ -80,7 +89,7 @@ def test_connect_seen_late_keeps_the_kernels_handshake_time(lab: LabState) -> No
     route = lab.routes["near"]
     attempts = stalled_connects(route.ipv4, 3, 0.2, 0.5)
     assert all(a["kind"] is None for a in attempts), attempts
-    assert all(abs(a["connect_ms"] - route.rtt_ms) <= RTT_TOLERANCE_MS for a in attempts), attempts
+    assert_kernel_rtts([a["connect_ms"] for a in attempts], route.rtt_ms)
 
 
 def test_connect_completed_past_the_timeout_is_a_timeout_when_seen_in_a_stall(lab: LabState) -> None:

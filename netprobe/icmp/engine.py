@@ -282,11 +282,11 @@ class IcmpEngine:
         self._timer = None
         polling = not self._reading
         read = 0
-        drained = False
+        drained_from = -1  # when the last read of the sockets began: it saw every reply stamped before
         if polling:
+            drained_from = time.monotonic_ns()
             for fs in self._socks.values():
                 read += self._drain(fs)
-            drained = True
         now = time.monotonic_ns()
         self._last_tick_ns = now
         events, backlog, caps = self._events, self._backlog, self._caps
@@ -300,7 +300,7 @@ class IcmpEngine:
                     self._send_next(rnd, now + rnd.interval_ns)  # its schedule restarts from now
                 queue.popleft()
         while events and events[0][0] <= now:
-            _, _, rnd = heapq.heappop(events)
+            due, _, rnd = heapq.heappop(events)
             if rnd.done:
                 continue
             if len(rnd.sent_ns) < rnd.count:
@@ -311,10 +311,12 @@ class IcmpEngine:
                     continue
                 self._send_next(rnd, rnd.next_send_ns + rnd.interval_ns)
             else:
-                if not drained:  # a reply already queued must not count as lost
+                # A reply stamped before the deadline must not count as lost: end the round only after a
+                # read begun past its deadline (a stall inside the read above may have let one in since).
+                if drained_from < due:
+                    drained_from = time.monotonic_ns()
                     for fs in self._socks.values():
                         self._drain(fs)
-                    drained = True
                     if rnd.done:
                         continue
                 self._finish(rnd)

@@ -68,6 +68,7 @@ class _Trace:
     settled: asyncio.Event = field(default_factory=asyncio.Event)
     sockaddr: tuple[str, int] = ("", 0)   # where every probe is sent (raw sockets: port 0)
     sent_all: bool = False   # the last cycle is out: only then can a reply settle the trace
+    deadline_ns: int = 0     # CLOCK_REALTIME end of the wait for late replies: later stamps are lost
 
     def limit(self) -> int:
         """Highest TTL still worth probing: the destination's, or where the path was refused."""
@@ -111,9 +112,13 @@ class TraceEngine:
                     await self._cycle(loop, run, cycle, start, interval / run.limit())
                 run.settled.clear()
                 run.sent_all = True
+                run.deadline_ns = time.time_ns() + int(timeout * 1e9)
                 if run.unsettled():
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(run.settled.wait(), timeout)
+                    # what is queued was stamped on arrival: a reply in time but not yet read (the loop
+                    # stalled) still counts, one after the deadline does not (_match)
+                    self._read_queued(run)
                 if on_cycle is not None:
                     on_cycle(list(run.order))
                 return TraceOutcome(run.order)
@@ -244,6 +249,12 @@ class TraceEngine:
             if reply is not None:
                 self._match(reply, rx_ns)
 
+    def _read_queued(self, run: _Trace) -> None:
+        v6 = run.family == socket.AF_INET6
+        self._on_icmp(self._icmp[run.family], v6)
+        if run.mode == "tcp" and run.sock is not None:
+            self._on_tcp(run.sock, v6)
+
     def _match(self, reply: Reply, rx_ns: int) -> None:
         hit = self._pending.get(reply.key)
         if hit is None:
@@ -251,6 +262,8 @@ class TraceEngine:
         run, record = hit
         if reply.dest != run.dest or record.kind is not None:
             return  # someone else's packet with a colliding key, or a duplicate
+        if run.deadline_ns and rx_ns > run.deadline_ns:
+            return  # came after the wait for late replies: lost, however soon a stalled loop reads it
         record.rtt_ms = max(0.0, (rx_ns - record.sent_ns) / 1e6)
         record.responder = socket.inet_ntop(run.family, reply.responder)
         record.kind = reply.kind

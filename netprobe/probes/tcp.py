@@ -1,10 +1,11 @@
 """tcp probe: `count` connects to host:port; SYN → established timed, DNS timed separately.
 
 Each connect is a non-blocking connect() timed with perf_counter_ns from just before the call to
-the moment the event loop sees the socket writable with SO_ERROR 0 (handshake complete). The
-socket is then closed normally (FIN): SO_LINGER 0 would free our side faster but answers the
-server with a RST, which services log as errors and IDSes flag — a monitor should be polite, and
-the TIME_WAIT it leaves on our side is cheap.
+the moment the event loop sees the socket writable with SO_ERROR 0 (handshake complete); when no SYN
+was retransmitted, the kernel's own time of the handshake (TCP_INFO) replaces it, which a stalled
+loop cannot stretch. The socket is then closed normally (FIN): SO_LINGER 0 would free our side
+faster but answers the server with a RST, which services log as errors and IDSes flag — a monitor
+should be polite, and the TIME_WAIT it leaves on our side is cheap.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import errno
 import functools
 import os
 import socket
+import struct
 import time
 from collections import Counter, deque
 from collections.abc import Callable
@@ -111,6 +113,24 @@ def _where(family: int, sockaddr: SockAddr) -> str:
 
 def _failure(err: int, family: int, sockaddr: SockAddr) -> Attempt:
     return Attempt(None, classify_errno(err), f"{_where(family, sockaddr)}: {os.strerror(err)}")
+
+
+_TCP_INFO_LEN = 104  # struct tcp_info up to tcpi_total_retrans
+_TCPI_RTT = struct.Struct("=I")  # at offset 68, µs; tcpi_total_retrans at 100
+
+
+def kernel_connect_ms(sock: socket.socket) -> float | None:
+    """SYN sent → SYN-ACK received as the kernel timed it (its first RTT sample), or None when a SYN
+    was retransmitted (that sample leaves out the wait before the retransmission) or it is unknown."""
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_LEN)
+    except OSError:
+        return None
+    if len(info) < _TCP_INFO_LEN:
+        return None
+    rtt_us = _TCPI_RTT.unpack_from(info, 68)[0]
+    retrans = _TCPI_RTT.unpack_from(info, 100)[0]
+    return rtt_us / 1000 if rtt_us and not retrans else None
 
 
 def _settle(fut: asyncio.Future[int], value: int) -> None:
@@ -232,15 +252,28 @@ class _Connects:
         self._live.pop(i)[1].cancel()
         self._loop.remove_writer(sock.fileno())
         err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if err:
+            sock.close()
+            self._record(i, _failure(err, self._family, self._sockaddr))
+            return
+        # A loop that stalled sees the handshake late: the kernel's figure is the one it took. One past
+        # the timeout completed after its deadline, lost as it is when the timer sees it first.
+        kernel = kernel_connect_ms(sock)
         sock.close()
-        self._record(i, _failure(err, self._family, self._sockaddr) if err else Attempt((t1 - t0) / 1e6))
+        if kernel is not None and kernel > self._timeout * 1000:
+            self._record(i, self._timed_out())
+        else:
+            self._record(i, Attempt(kernel if kernel is not None else (t1 - t0) / 1e6))
+
+    def _timed_out(self) -> Attempt:
+        where = _where(self._family, self._sockaddr)
+        return Attempt(None, "timeout", f"{where}: no answer within {self._timeout:g}s")
 
     def _expired(self, i: int) -> None:
         sock, _ = self._live.pop(i)
         self._loop.remove_writer(sock.fileno())
         sock.close()
-        where = _where(self._family, self._sockaddr)
-        self._record(i, Attempt(None, "timeout", f"{where}: no answer within {self._timeout:g}s"))
+        self._record(i, self._timed_out())
 
     def close(self) -> None:
         """Cancelled (the scheduler's bound): nothing more starts, and every open socket is closed."""

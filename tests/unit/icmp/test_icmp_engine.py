@@ -6,6 +6,8 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
+from typing import Any
 
 import pytest
 
@@ -115,3 +117,38 @@ def test_no_permission_for_icmp_sockets_is_a_clear_error_exit_2() -> None:
     assert out.returncode == 2
     assert "CAP_NET_RAW" in out.stderr and "ping_group_range" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def _stall_after_sends(engine: IcmpEngine, seconds: float) -> None:
+    """Once a round's last request is out, the next loop callback blocks `seconds` (a GC pause, a
+    vCPU stall, a long synchronous step): its replies arrive meanwhile and are read late."""
+    loop = asyncio.get_running_loop()
+    send_next = engine._send_next
+
+    def send_then_stall(rnd: Any, next_ns: int) -> None:
+        send_next(rnd, next_ns)
+        if len(rnd.sent_ns) == rnd.count:
+            loop.call_soon(time.sleep, seconds)
+
+    engine._send_next = send_then_stall  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize(("address", "kind"), [("127.0.0.1", "raw"), ("::1", "raw"), ("127.0.0.1", "dgram")])
+async def test_replies_read_after_a_stall_past_the_timeout_are_received(address: str, kind: str) -> None:
+    """A reply the kernel stamped within the timeout counts, with the kernel's RTT, however late the
+    loop reads it: 0.2 s timeout, loop blocked 0.5 s right after the sends."""
+    path = "/proc/sys/net/ipv4/ping_group_range"
+    old = open(path).read().strip()
+    open(path, "w").write("0 2147483647")
+    engine = IcmpEngine(kind="dgram" if kind == "dgram" else "raw")
+    try:
+        _stall_after_sends(engine, 0.5)
+        t0 = time.monotonic()
+        out = await engine.ping(address, count=5, interval=0.01, timeout=0.2)
+        took = time.monotonic() - t0
+    finally:
+        engine.close()
+        open(path, "w").write(old)
+    assert took >= 0.5  # the stall did happen, past every request's timeout
+    assert out.sent == 5 and out.late == 0 and out.duplicates == 0, out
+    assert all(s is not None and s < 20 for s in out.samples), out  # loopback: µs, not the stall

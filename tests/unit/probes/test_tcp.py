@@ -20,6 +20,7 @@ from collections.abc import Iterator
 import pytest
 
 from netprobe.net.resolve import Resolver
+from netprobe.probes import tcp
 from netprobe.probes.base import ProbeContext, ProbeTarget
 from netprobe.probes.tcp import SocketCap, TcpSettings, classify_errno, run
 
@@ -207,3 +208,54 @@ def test_unreachable_for_real_in_an_empty_namespace() -> None:
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "down unreachable {'unreachable': 2}"
+
+
+def stall_after_each_start(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """The loop blocks `seconds` in the callback after each connect starts, before it can see the
+    handshake complete (a GC pause, a vCPU stall, a long synchronous step)."""
+    start = tcp._Connects._start
+
+    def start_then_stall(self: tcp._Connects, i: int) -> None:
+        start(self, i)
+        asyncio.get_running_loop().call_soon(time.sleep, seconds)
+
+    monkeypatch.setattr(tcp._Connects, "_start", start_then_stall)
+
+
+async def test_a_handshake_seen_late_keeps_the_kernels_time(listener: int,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """0.2 s timeout, the loop blocked 0.5 s after each connect starts: every handshake, done by the
+    kernel in µs, counts with the kernel's time (TCP_INFO), not the stall."""
+    stall_after_each_start(monkeypatch, 0.5)
+    t0 = time.monotonic()
+    r = await run(ProbeTarget(id="t", host="127.0.0.1", port=listener),
+                  settings(count=2, interval=0.01, timeout=0.2), ctx())
+    assert time.monotonic() - t0 >= 1.0  # both stalls happened
+    assert r.status == "ok" and r.received == 2 and r.failures == {}, r
+    assert all(s is not None and s < 20 for s in r.samples_ms), r.samples_ms
+
+
+async def test_a_retransmitted_syn_is_timed_by_the_loop_wait_included() -> None:
+    """The first SYN is dropped (accept queue full) and the kernel's retry after ~1 s is answered: the
+    connect took ~1 s, the kernel's figure (one round trip) would leave that out, so the loop's is kept."""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(0)
+    fillers = [socket.socket() for _ in range(2)]
+    for c in fillers:
+        c.setblocking(False)
+        c.connect_ex(srv.getsockname())
+    await asyncio.sleep(0.05)
+    try:
+        probe = asyncio.create_task(run(ProbeTarget(id="t", host="127.0.0.1", port=srv.getsockname()[1]),
+                                        settings(count=1, timeout=3.0), ctx()))
+        await asyncio.sleep(0.3)
+        for _ in fillers:  # room for the retried SYN
+            srv.accept()[0].close()
+        r = await probe
+    finally:
+        for c in fillers:
+            c.close()
+        srv.close()
+    assert r.status == "ok", r
+    assert r.samples_ms[0] is not None and r.samples_ms[0] > 900, r.samples_ms

@@ -4,6 +4,7 @@ from here without building the command tree (typer and click are ~3 MB a daemon 
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,12 +19,11 @@ def run_agent(config: Path, duration: float | None, summary: bool) -> int:
     from netprobe.agent.daemon import Agent  # lazily: keeps every other command's start-up light
     from netprobe.config.agent import load_config
     from netprobe.logs import setup_logging
-    from netprobe.runloop import run
 
     cfg = load_config(config)
     setup_logging(cfg.log.level, cfg.log.format)
     agent = Agent(config, cfg, duration=duration)
-    return run(_run(agent, summary))
+    return asyncio.run(_run(agent, summary))
 
 
 async def _run(agent: Agent, summary: bool) -> int:

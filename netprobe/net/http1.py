@@ -23,10 +23,8 @@ import ssl
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 from urllib.parse import urlsplit
-
-from netprobe.net.socktransport import SocketTransport
 
 MAX_HEAD = 64 * 1024          # status line + headers
 MAX_CHUNK_LINE = 8 * 1024     # a chunk-size line (with extensions) or a trailer line
@@ -91,8 +89,8 @@ class Response(asyncio.Protocol):
     # --- asyncio.Protocol -------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's TCP transports are not asyncio.Transport subclasses; each has what Transport has
-        self.transport = cast(asyncio.Transport, transport)
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
 
     def data_received(self, data: bytes) -> None:
         if self._state == "head":
@@ -348,11 +346,9 @@ async def request(method: str, url: str, *, headers: dict[str, str], body: bytes
         async with asyncio.timeout(connect_timeout):
             sock = await _connect(u, timing)
             try:
-                if u.https:
-                    await loop.create_connection(lambda: resp, sock=sock, ssl=tls_context(),
-                                                 server_hostname=u.host)
-                else:  # our own transport: its reads can carry the kernel's stamp (sse.kstamps)
-                    SocketTransport(loop, sock, resp)
+                await loop.create_connection(lambda: resp, sock=sock,
+                                             ssl=tls_context() if u.https else None,
+                                             server_hostname=u.host if u.https else None)
             except ssl.SSLError as exc:
                 sock.close()
                 raise HttpError("tls", f"TLS with {u.host_header}: {exc}") from None

@@ -11,7 +11,6 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from netprobe import runloop
 from netprobe.net.pacing import stretched_round
 from netprobe.net.resolve import Resolver, parse_literal
 from netprobe.net.targets_file import check_host
@@ -93,7 +92,7 @@ def command(
         await asyncio.gather(*(ctx.resolver.resolve(host, fam) for host, fam in names))
         return await run_targets("icmp", targets, settings, spread=settings.interval, ctx=ctx)
 
-    results = runloop.run(go())
+    results = asyncio.run(go())
     emit(results, as_json, len(targets) > 1 or file is not None,
          table)
 

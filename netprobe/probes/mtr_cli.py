@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from typing import Annotated
@@ -9,7 +10,6 @@ from typing import Annotated
 import typer
 from rich.live import Live
 
-from netprobe import runloop
 from netprobe.errors import UsageError
 from netprobe.net.resolve import Resolver
 from netprobe.net.targets_file import check_host
@@ -53,7 +53,7 @@ def command(
     settings = build_settings(MtrSettings, {"cycles": cycles, "interval": interval, "timeout": timeout,
                                             "mode": mode, "port": port, "max_hops": max_hops,
                                             "every": 10**7}, _MTR_FLAGS)
-    result = runloop.run(_run_mtr(ProbeTarget(id=name, host=name, family=family), settings, asn_db, city_db,
+    result = asyncio.run(_run_mtr(ProbeTarget(id=name, host=name, family=family), settings, asn_db, city_db,
                                   live=not as_json))
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict()) + "\n")

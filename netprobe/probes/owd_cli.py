@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Annotated
 
@@ -9,7 +10,6 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from netprobe import runloop
 from netprobe.net.resolve import Resolver
 from netprobe.net.targets_file import check_host_port
 from netprobe.owd.figures import DelayVar
@@ -86,7 +86,7 @@ def command(
         ctx = ProbeContext(resolver=Resolver(), reflector=ReflectorAuth(token, clock_sync))
         return await run_targets("owd", targets, settings, spread=settings.interval, ctx=ctx)
 
-    emit(runloop.run(go()), as_json, len(targets) > 1 or file is not None, table)
+    emit(asyncio.run(go()), as_json, len(targets) > 1 or file is not None, table)
 
 
 def table(results: Sequence[ProbeResult]) -> Table:

@@ -3,6 +3,7 @@ the hops are classified here, shown as mtr's table."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from typing import Annotated
@@ -11,7 +12,6 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from netprobe import runloop
 from netprobe.config.base import is_http_url
 from netprobe.errors import UsageError
 from netprobe.net.resolve import Resolver
@@ -64,7 +64,7 @@ def command(
     host, _ = reflector.host_port(url)
     target = ProbeTarget(id=host or url, host=host or url, url=url, family=family,
                          options={reflector.KEY: url})
-    result = runloop.run(_run(target, settings, token, asn_db, city_db))
+    result = asyncio.run(_run(target, settings, token, asn_db, city_db))
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict()) + "\n")
         sys.stdout.flush()

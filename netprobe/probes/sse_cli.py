@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from collections.abc import Sequence
@@ -12,7 +13,6 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from netprobe import runloop
 from netprobe.errors import UsageError
 from netprobe.probes.base import ProbeCli, ProbeTarget
 from netprobe.probes.cli_common import JsonOpt, build_settings, emit, run_targets
@@ -71,14 +71,14 @@ def command(
                               {"mode": "--mode", "timeout": "--timeout", "model": "--model",
                                "max_tokens": "--max-tokens", "api_key_file": "--api-key-file"})
     if levels is not None:
-        report = runloop.run(sweep(url, settings, levels))
+        report = asyncio.run(sweep(url, settings, levels))
         if as_json:
             sys.stdout.write(json.dumps(report.to_dict()) + "\n")
         else:
             console().print(sse_sweep_table(report))
         raise typer.Exit(0 if all(lv.errors == 0 for lv in report.levels) else 1)
     target = ProbeTarget(id=url, host=urlsplit(url).hostname or url, url=url)
-    results = runloop.run(run_targets("sse", [target], settings))
+    results = asyncio.run(run_targets("sse", [target], settings))
     emit(results, as_json, False, table)
 
 

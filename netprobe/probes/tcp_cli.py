@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import resource
 from collections.abc import Sequence
 from typing import Annotated
@@ -10,7 +11,6 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from netprobe import runloop
 from netprobe.net.resolve import Resolver
 from netprobe.net.targets_file import check_host_port
 from netprobe.probes.base import ProbeCli, ProbeContext, ProbeTarget
@@ -86,7 +86,7 @@ def command(
         ctx = ProbeContext(resolver=Resolver(), tcp_slots=tcp_slots())
         return await run_targets("tcp", targets, settings, spread=settings.interval, ctx=ctx)
 
-    results = runloop.run(go())
+    results = asyncio.run(go())
     emit(results, as_json, len(targets) > 1 or file is not None,
          table)
 

@@ -3,25 +3,29 @@
 A timestamp taken in Python when a read returns includes the event loop's queue: with a few hundred
 streams the loop hands over reads in batches and an event waits behind the rest of its batch (P99 of
 several ms in bench/sse_streams). The kernel stamps each TCP segment as it arrives (SO_TIMESTAMPNS,
-handed over by recvmsg). A plain-HTTP response is read by netprobe.net.socktransport, on either event
-loop: this has it read with recvmsg and remembers, for each read, how many body bytes the client had
-parsed after it and the kernel's stamp. A body chunk's stamp is then the stamp of the read that
-delivered its last byte. An https response (the loop's TLS transport) has no stamps: `attach` returns
-None and the caller keeps its own timestamps.
+handed over by recvmsg). The client reads the socket through asyncio's transport, so this swaps that
+transport's read callback for one that reads with recvmsg and remembers, for each read, how many body
+bytes the client had parsed after it and the kernel's stamp. A body chunk's stamp is then the stamp of
+the read that delivered its last byte.
+
+This reaches into asyncio's selector transport (CPython's `_read_ready_cb`, `_sock`); where they are not
+there (another event loop), `attach` returns None and the caller keeps its own timestamps.
 """
 
 from __future__ import annotations
 
+import socket
 import time
 from collections import deque
 from typing import Any
 
 from netprobe.net import rxstamp
-from netprobe.net.socktransport import SocketTransport
 
 
 class KernelStamps:
-    def __init__(self, reader: Any, since_ns: int) -> None:
+    def __init__(self, transport: Any, sock: socket.socket, reader: Any, since_ns: int) -> None:
+        self._transport = transport
+        self._sock = sock
         self._reader = reader
         # (body bytes parsed after a read, that read's kernel stamp); what is already buffered
         # arrived with the headers
@@ -31,16 +35,17 @@ class KernelStamps:
     def attach(cls, response: Any, since_ns: int) -> KernelStamps | None:
         # the response is the connection's protocol: its transport, and its count of body bytes
         transport = getattr(response, "transport", None)
-        if not isinstance(transport, SocketTransport) or not hasattr(response, "total_bytes"):
+        sock = getattr(transport, "_sock", None)
+        reader = response
+        if (not isinstance(sock, socket.socket) or not hasattr(transport, "_read_ready_cb")
+                or not hasattr(reader, "total_bytes") or sock.type != socket.SOCK_STREAM):
             return None
-        sock = transport.get_extra_info("socket")
         try:
             rxstamp.enable(sock)
         except OSError:
             return None
-        stamps = cls(response, since_ns)
-        transport.anc_size = rxstamp.ANC_SPACE
-        transport.after_read = stamps._after_read
+        stamps = cls(transport, sock, reader, since_ns)
+        setattr(transport, "_read_ready_cb", stamps._read_ready)  # noqa: B010 - a private slot, on purpose
         return stamps
 
     def stamp_for(self, consumed: int) -> int | None:
@@ -50,5 +55,29 @@ class KernelStamps:
             reads.popleft()
         return reads[0][1] if reads and reads[0][0] >= consumed else None
 
-    def _after_read(self, anc: list[tuple[int, int, bytes]]) -> None:
-        self._reads.append((self._reader.total_bytes, rxstamp.rx_ns(anc) or time.time_ns()))
+    def _read_ready(self) -> None:
+        # asyncio's _read_ready__data_received, with recvmsg for the kernel's stamp
+        t = self._transport
+        if t._conn_lost:
+            return
+        try:
+            data, anc, _flags, _addr = self._sock.recvmsg(t.max_size, rxstamp.ANC_SPACE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            t._fatal_error(exc, "Fatal read error on socket transport")
+            return
+        if not data:
+            t._read_ready__on_eof()
+            return
+        rx_ns = rxstamp.rx_ns(anc)
+        try:
+            t._protocol.data_received(data)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            t._fatal_error(exc, "Fatal error: protocol.data_received() call failed.")
+            return
+        self._reads.append((self._reader.total_bytes, rx_ns or time.time_ns()))

@@ -91,24 +91,6 @@ async def test_request_line_headers_and_body() -> None:
     assert "Content-Length: 2\r\n" in head and "Connection: close\r\n" in head and seen[1] == b"{}"
 
 
-async def test_a_request_body_larger_than_the_socket_buffers_is_written_whole() -> None:
-    """The transport queues what the kernel does not take at once and writes it when the socket is
-    writable again (the server reads only after a pause, so the first send cannot take it all)."""
-    body = bytes(range(256)) * (16 << 12)  # 16 MiB
-    seen: list[bytes] = []
-
-    async def slow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await asyncio.sleep(0.2)
-        await replying(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", seen=seen)(reader, writer)
-
-    server, url = await serve(slow)
-    async with server:
-        resp = await http1.request("POST", url, headers={}, body=body)
-        assert await resp.read(100) == b"ok"
-        resp.close()
-    assert seen[1] == body
-
-
 async def test_a_body_cut_short_is_truncated() -> None:
     for raw in (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
                 b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel"):

@@ -342,17 +342,6 @@ async def test_events_carry_kernel_arrival_times_not_the_loops(target_url: str) 
     assert all(95 < g < 105 for g in gaps), gaps
 
 
-def test_events_carry_kernel_arrival_times_on_the_agents_loop(target_url: str) -> None:
-    """The same on the loop the agent and probe commands run (uvloop on Linux): the stamps come from
-    netprobe.net.socktransport's reads, not from the loop's transport."""
-    from netprobe import runloop
-
-    loop = runloop.new_event_loop()
-    loop.close()
-    assert sys.platform != "linux" or type(loop).__module__ == "netprobe.runloop"
-    runloop.run(test_events_carry_kernel_arrival_times_not_the_loops(target_url))
-
-
 @pytest.fixture(scope="module")
 def target_url() -> Iterator[str]:
     with target_served() as url:
@@ -370,7 +359,7 @@ async def test_against_netprobe_target_both_modes(target_url: str) -> None:
     assert r.first_reasoning_ms < r.first_content_ms and r.tokens and r.tokens.get("completion_tokens")
 
 
-def test_kernel_stamps_fall_back_when_the_transport_is_not_ours() -> None:
+def test_kernel_stamps_fall_back_when_the_transport_is_not_asyncios() -> None:
     from netprobe.sse.kstamps import KernelStamps
 
     assert KernelStamps.attach(object(), 0) is None

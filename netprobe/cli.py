@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -99,6 +100,9 @@ def _plain(word: str, args: list[str]) -> None:
 def main() -> None:
     # The first word names the group; help, an unknown word or nothing at all get the whole tree.
     word = sys.argv[1] if len(sys.argv) > 1 else ""
+    # NumPy's OpenBLAS starts a thread per core at import: 70 ms of CPU per command, for arrays too
+    # small to share (a report's products are matrix × vector). One thread, unless the user says.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         if word == "agent" and sys.argv[2:3] == ["run"]:
             _agent_run(sys.argv[3:])

@@ -137,8 +137,13 @@ def _shifts(loss: F64, rto: F64, m: SloModel, prune: float = PRUNE) -> tuple[F64
     w /= w.sum(axis=1, keepdims=True)
     w[w < prune] = 0.0
     w /= w.sum(axis=1, keepdims=True)
-    used = w.any(axis=0)                                        # patterns some case still has
-    return h[None, used] * HANDSHAKE_RTO_MS + o[None, used] * rto[:, None], w[:, used]
+    return h[None, :] * HANDSHAKE_RTO_MS + o[None, :] * rto[:, None], w
+
+
+def _kept(shifts: F64, w: F64) -> tuple[F64, F64]:
+    """Only the patterns some case of a batch still has (a loss-free batch keeps one of 95)."""
+    used = w.any(axis=0)
+    return shifts[:, used], w[:, used]
 
 
 # -- the grid -----------------------------------------------------------------------------------------
@@ -250,7 +255,9 @@ class _Batch:
     share a grid step, so its grid and FFT are made once."""
 
     def __init__(self, rtts: Rtts, loss: F64, servers: Sequence[Server], m: SloModel,
-                 cells: int = GRID_CELLS, prune: float = PRUNE) -> None:
+                 cells: int = GRID_CELLS, prune: float = PRUNE, timeouts: tuple[F64, F64] | None = None
+                 ) -> None:
+        """`timeouts`: the cases' _shifts when the caller has them already (attainments: _decided's)."""
         self.m, self.servers, self.cells = m, list(servers), cells
         w = rtts.weights / rtts.weights.sum(axis=1, keepdims=True)
         rtt_top = _quantile_rows(rtts.values, w, RTT_TOP_Q)
@@ -261,8 +268,9 @@ class _Batch:
         self.step = np.maximum(span, 1e-3) / (cells - 1)
         self.f_net = _power(np.fft.rfft(_place(rtts.values, w, self.step, rtt_top, cells), 2 * cells, axis=1),
                             m.round_trips)
-        self.shifts, self.shift_w = _shifts(np.asarray(loss, np.float64), MIN_RTO_MS + w @ rtts.values, m,
-                                            prune)
+        if timeouts is None:
+            timeouts = _shifts(np.asarray(loss, np.float64), MIN_RTO_MS + w @ rtts.values, m, prune)
+        self.shifts, self.shift_w = _kept(*timeouts)
 
     def totals(self, servers: Sequence[Server] | None = None) -> _Totals:
         n, cells = 2 * self.cells, self.cells
@@ -315,10 +323,11 @@ def attainments(rtts: Rtts, loss: Sequence[float] | F64, servers: Sequence[Serve
     if not len(rtts):
         return np.zeros(0)
     loss = np.asarray(loss, np.float64)
-    out, rest = _decided(rtts, loss, servers, m, cells, prune)
+    out, rest, (shifts, sw) = _decided(rtts, loss, servers, m, cells, prune)
     for part in _chunks(rest, loss):
         sub = Rtts(rtts.values, rtts.weights[part])
-        out[part] = 100.0 * _Batch(sub, loss[part], [servers[i] for i in part], m, cells, prune).attainment()
+        out[part] = 100.0 * _Batch(sub, loss[part], [servers[i] for i in part], m, cells, prune,
+                                   (shifts[part], sw[part])).attainment()
     return out
 
 
@@ -326,15 +335,17 @@ def _chunks(idx: Sequence[int], loss: F64, size: int = CHUNK) -> list[list[int]]
     """Cases in batches of `size`: a batch holds [size, 2·GRID_CELLS] complex arrays (16 MB at 256).
     By loss, so that a batch's cases keep about as many loss patterns (PRUNE): one lossy route among
     loss-free ones made its whole batch evaluate all 95."""
-    order = sorted(idx, key=lambda i: loss[i])
+    cases = np.asarray(idx, np.intp)
+    order: list[int] = cases[np.argsort(loss[cases], kind="stable")].tolist()
     return [order[k:k + size] for k in range(0, len(order), size)]
 
 
 def _decided(rtts: Rtts, loss: F64, servers: Sequence[Server], m: SloModel, cells: int, prune: float
-             ) -> tuple[F64, list[int]]:
+             ) -> tuple[F64, list[int], tuple[F64, F64]]:
     """Cases without a server whose every timeout lands the target clear of the RTT sum's support
     (all of it before, or none): their attainment is the timeouts' weight alone, with no grid. A
-    report's 1 s target on an RTT of tens of ms is decided so. The rest are listed for the grid."""
+    report's 1 s target on an RTT of tens of ms is decided so. The rest are listed for the grid, and
+    every case's timeouts (_shifts) returned for it."""
     w = rtts.weights / rtts.weights.sum(axis=1, keepdims=True)
     n = m.calls * m.round_trips
     upper = n * _quantile_rows(rtts.values, w, RTT_TOP_Q)
@@ -345,7 +356,7 @@ def _decided(rtts: Rtts, loss: F64, servers: Sequence[Server], m: SloModel, cell
     clear = ((left >= upper[:, None]) | (left < lower[:, None]) | (sw == 0)).all(axis=1)
     clear &= np.array([s is None for s in servers])
     out = np.where(clear, 100.0 * (sw * (left >= upper[:, None])).sum(axis=1), 0.0)
-    return out, [i for i in range(len(servers)) if not clear[i]]
+    return out, [i for i in range(len(servers)) if not clear[i]], (shifts, sw)
 
 
 def outcomes(rtts: Rtts, loss: Sequence[float] | F64, servers: Sequence[Server], m: SloModel

@@ -95,7 +95,7 @@ async def day_series(store: Source, agent_id: str, target_id: str, probe: str, z
     rows): each day's row less the row before it (none before a series' first day); None when they
     cannot give them whole (rows before `first` but none ending the day before it, a gap, rows of
     another zone, a row past `end`): the caller reads the hours instead."""
-    from netprobe.store.hour_arrays import Builder, decode_extremes
+    from netprobe.store.hour_arrays import Builder
 
     base = midnight(first, zone)
     key = {"a": agent_id, "t": target_id, "p": probe, "base": base}
@@ -118,7 +118,7 @@ async def day_series(store: Source, agent_id: str, target_id: str, probe: str, z
             if fus[k - 1] != midnight(day, zone):      # the row before must end the day before
                 return None
             b.add_payload(day.isoformat(), bytes(rows[k - 1][2]), -1.0)
-        b.add_extremes(day.isoformat(), decode_extremes(bytes(rows[k][3]) if rows[k][3] else None))
+        b.add_stored_extremes(day.isoformat(), bytes(rows[k][3]) if rows[k][3] else None)
     return DaySeries(b.build(), fus[-1])
 
 

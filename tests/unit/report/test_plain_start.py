@@ -96,16 +96,22 @@ def _report(text: str) -> dict[str, Any]:
 ])
 def test_plain_and_typer_print_the_same_without_typer(db: str, args: list[str], tmp_path: Path) -> None:
     words = [*args, "--db", db]
+    plain = _plain_without(words, tmp_path, {"typer", "click", "sqlalchemy"})
+    typed = _typer(words)
+    assert _report(plain) == _report(typed)
+    assert _report(plain)["rows"]
+
+
+def _plain_without(words: list[str], tmp_path: Path, packages: set[str]) -> str:
+    """The plain way's output, checked to have succeeded without importing `packages` (top-level
+    names) or anything of RUNTIME_ONLY."""
     mods = tmp_path / "modules.json"
     plain = _plain(words, mods)
     assert plain.returncode == 0, plain.stderr
     modules = set(json.loads(mods.read_text()))
-    loaded = {m.split(".")[0] for m in modules}
-    assert not loaded & {"typer", "click", "sqlalchemy"}
+    assert not {m.split(".")[0] for m in modules} & packages
     assert not modules & RUNTIME_ONLY
-    typed = _typer(words)
-    assert _report(plain.stdout) == _report(typed)
-    assert _report(plain.stdout)["rows"]
+    return plain.stdout
 
 
 # What the reports and the budget never use: pydantic (the probes' settings), the probes' runtime
@@ -121,14 +127,9 @@ RUNTIME_ONLY = {"pydantic", "netprobe.store.wire", "netprobe.config.agent",
 ])
 def test_plain_budget_prints_what_typer_prints(db: str, args: list[str], tmp_path: Path) -> None:
     words = [*args, "--db", db]
-    mods = tmp_path / "modules.json"
-    plain = _plain(words, mods)
-    assert plain.returncode == 0, plain.stderr
-    modules = set(json.loads(mods.read_text()))
-    assert not {m.split(".")[0] for m in modules} & {"typer", "click", "sqlalchemy", "rich"}
-    assert not modules & RUNTIME_ONLY
-    assert json.loads(plain.stdout) == json.loads(_typer(words))
-    assert json.loads(plain.stdout)["rows"]
+    plain = _plain_without(words, tmp_path, {"typer", "click", "sqlalchemy", "rich"})
+    assert json.loads(plain) == json.loads(_typer(words))
+    assert json.loads(plain)["rows"]
 
 
 def test_plain_budget_table_and_errors(db: str, tmp_path: Path) -> None:

@@ -116,7 +116,8 @@ def _failure(err: int, family: int, sockaddr: SockAddr) -> Attempt:
 
 
 _TCP_INFO_LEN = 104  # struct tcp_info up to tcpi_total_retrans
-_TCPI_RTT = struct.Struct("=I")  # at offset 68, µs; tcpi_total_retrans at 100
+_U32 = struct.Struct("=I")
+_TCPI_RTT, _TCPI_TOTAL_RETRANS = 68, 100  # offsets of the two u32 fields read (tcpi_rtt in µs)
 
 
 def kernel_connect_ms(sock: socket.socket) -> float | None:
@@ -128,8 +129,8 @@ def kernel_connect_ms(sock: socket.socket) -> float | None:
         return None
     if len(info) < _TCP_INFO_LEN:
         return None
-    rtt_us = _TCPI_RTT.unpack_from(info, 68)[0]
-    retrans = _TCPI_RTT.unpack_from(info, 100)[0]
+    rtt_us = _U32.unpack_from(info, _TCPI_RTT)[0]
+    retrans = _U32.unpack_from(info, _TCPI_TOTAL_RETRANS)[0]
     return rtt_us / 1000 if rtt_us and not retrans else None
 
 

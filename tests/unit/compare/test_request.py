@@ -26,7 +26,8 @@ def chunk(delta: dict[str, object] | None = None, usage: dict[str, int] | None =
 
 
 async def _sse(request: web.Request, parts: list[bytes], pause: float = 0.01) -> web.StreamResponse:
-    SEEN.append({"auth": request.headers.get("Authorization"), "body": await request.json()})
+    peer = request.transport.get_extra_info("peername") if request.transport is not None else None
+    SEEN.append({"auth": request.headers.get("Authorization"), "body": await request.json(), "peer": peer})
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
     for p in parts:
@@ -104,6 +105,18 @@ async def test_a_good_stream(base: str) -> None:
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
     assert body["max_tokens"] == 9 and body["model"] == "m" and body["ignore_eos"] is True
     assert SEEN[0]["auth"] == "Bearer sekrit"
+
+
+async def test_a_completed_stream_leaves_its_connection_warm(base: str) -> None:
+    """The body's end comes 10 ms after `data: [DONE]` here: read before the response is released,
+    the next request goes on the same connection (no new handshake in its TTFT)."""
+    SEEN.clear()
+    ep = Endpoint(url=f"{base}/good", post_url=f"{base}/good/v1/chat/completions", model="m", headers={},
+                  extra_body={})
+    async with new_session() as session:
+        records = [await send(session, ep, synthetic(1, 4, 9)[0], Limits(total_s=5)) for _ in range(3)]
+    assert all(r.ok for r in records)
+    assert len({str(seen["peer"]) for seen in SEEN}) == 1, SEEN
 
 
 async def test_without_usage_tokens_are_counted_from_chunks(base: str) -> None:

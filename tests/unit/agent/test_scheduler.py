@@ -188,6 +188,32 @@ async def test_slow_probe_never_piles_up(harness: Harness, monkeypatch: pytest.M
     assert all(start >= end for start, end in zip(slow.starts[1:], slow.ends, strict=False))
 
 
+async def test_due_runs_go_straight_from_the_timer_without_a_thread_safe_wakeup(
+        harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every run is due on the scheduler's own loop timer: no self-pipe hop (call_soon_threadsafe) per run,
+    each run on its interval, and the instance slot freed when a run ends (max_instances=1)."""
+    fast = FakeProbe("fake", duration=0.01).register(monkeypatch)
+    loop = asyncio.get_running_loop()
+    hops = 0
+    threadsafe = loop.call_soon_threadsafe
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        nonlocal hops
+        hops += 1
+        return threadsafe(*args, **kwargs)
+
+    harness.sched.set_jobs([(A, "fake", ProbeSettings(every=0.1)), (B, "fake", ProbeSettings(every=0.1))])
+    await until(lambda: len(fast.calls) >= 2, 1.0)
+    monkeypatch.setattr(loop, "call_soon_threadsafe", counting)
+    first = len(fast.calls)
+    await asyncio.sleep(1.0)
+    runs = len(fast.calls) - first
+    assert 16 <= runs <= 22, runs               # two jobs every 0.1 s for 1 s
+    assert hops == 0
+    assert harness.sched.skipped == 0           # each 10 ms run gave its slot back before the next
+    assert {t for t, _ in fast.calls} == {"a", "b"}
+
+
 # 4. the scheduler owns the timeout
 
 

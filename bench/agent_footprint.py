@@ -126,23 +126,25 @@ def in_agent_ns(args: list[str]) -> list[str]:
     return ["ip", "netns", "exec", AGENT_NS, *args]
 
 
-Sample = tuple[float, float, float, float, float]  # t, RSS MB, anonymous MB, CPU s, of which user s
+# t, RSS MB, anonymous MB, CPU s, of which user s, the event loop's wake-ups (its thread's sleeps)
+Sample = tuple[float, float, float, float, float, float]
 
 
-def proc_sample(pid: int) -> tuple[float, float, float, float] | None:
-    """(RSS MB, anonymous RSS MB, CPU seconds, user CPU seconds) of a live process, None once gone."""
+def proc_sample(pid: int) -> tuple[float, float, float, float, float] | None:
+    """(RSS MB, anonymous RSS MB, CPU seconds, user CPU seconds, voluntary context switches of the main
+    thread, where the event loop runs: one per wake-up from epoll_wait) of a live process, None once gone."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     kb = {line.split(":")[0]: int(line.split()[1]) for line in status.splitlines()
-          if line.startswith(("VmRSS:", "RssAnon:"))}
+          if line.startswith(("VmRSS:", "RssAnon:", "voluntary_ctxt_switches:"))}
     if "VmRSS" not in kb:  # a zombie
         return None
     fields = stat.rsplit(")", 1)[1].split()
     return (kb["VmRSS"] / 1024, kb.get("RssAnon", 0) / 1024, (int(fields[11]) + int(fields[12])) / CLK,
-            int(fields[11]) / CLK)
+            int(fields[11]) / CLK, kb.get("voluntary_ctxt_switches", 0))
 
 
 def is_agent(pid: int) -> bool:
@@ -298,8 +300,9 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     w, e = at(samples, warm), samples[-1]
     cpu_pct = (e[3] - w[3]) / (e[0] - w[0]) * 100 if e[0] > w[0] else math.nan
     user_pct = (e[4] - w[4]) / (e[0] - w[0]) * 100 if e[0] > w[0] else math.nan
+    wakeups = (e[5] - w[5]) / (e[0] - w[0]) if e[0] > w[0] else math.nan
     by_time: dict[int, tuple[float, float]] = {}  # the last sample of each minute
-    for t, rss, anon, _, _ in samples:
+    for t, rss, anon, *_ in samples:
         by_time[int(t // 60)] = (rss, anon)
     return {
         "minutes": args.minutes, "warmup_min": args.warmup, "targets": args.targets,
@@ -309,7 +312,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "anon_mb": {"warmup": round(w[2], 1), "end": round(e[2], 1), "growth": round(e[2] - w[2], 1)},
         "per_minute_rss_anon_mb": {m: [round(v, 1) for v in by_time[m]] for m in sorted(by_time)},
         "cpu_pct": round(cpu_pct, 2), "cpu_user_pct": round(user_pct, 2), "cpu_s_total": round(e[3], 1),
-        "warmup_cpu_s": round(w[3], 2),
+        "warmup_cpu_s": round(w[3], 2), "wakeups_per_s": round(wakeups, 1),
         "rounds": schedule_check(db, targets, started, stopped),
         "statuses": dict(sorted(statuses.items())),
         "stored": len(local), "collected": len(collected), "collected_unique": len(set(collected)),
@@ -330,7 +333,8 @@ def report(r: dict[str, Any]) -> bool:
           " ".join(f"{m}:{v[0]}/{v[1]}" for m, v in r["per_minute_rss_anon_mb"].items()))
     print(f"CPU: {r['cpu_pct']} % of one core in steady state (goal ≤ {GOAL_CPU_PCT:g}; user "
           f"{r['cpu_user_pct']} %, system {round(r['cpu_pct'] - r['cpu_user_pct'], 2)} %); "
-          f"{r['warmup_cpu_s']} s in the warm-up (start-up included), {r['cpu_s_total']} s in all")
+          f"{r['warmup_cpu_s']} s in the warm-up (start-up included), {r['cpu_s_total']} s in all; "
+          f"event loop wake-ups {r['wakeups_per_s']}/s")
     ok_rounds = True
     for probe, c in r["rounds"].items():
         fine = c["expected"] <= c["stored"] <= c["possible"]

@@ -25,6 +25,7 @@ from netprobe.sinks.pipeline import Pipeline
 from netprobe.store import Store, open_store
 from netprobe.store.envelopes import Envelope, envelope_of
 from netprobe.store.upkeep import upkeep_loop
+from netprobe.times import set_timer_slack, timer_slack_for
 
 if TYPE_CHECKING:
     from netprobe.agent.uplink import Uplink
@@ -147,6 +148,8 @@ class Agent:
             from netprobe.alerts.engine import alerting
 
             alerts = alerting(cfg.alerts, cfg.notifiers, agent_id=cfg.agent.id)  # reads notifier secrets
+        jobs = self._jobs()
+        slack = self._set_timer_slack(jobs)  # before the store's worker threads, which inherit it
         self.store = store = await open_store(self.db_url, sqlite_cache_kib=SQLITE_CACHE_KIB)
         stack.push_async_callback(store.close)
         ctx = ProbeContext(resolver=Resolver(refresh=cfg.resolver.refresh))
@@ -179,7 +182,6 @@ class Agent:
             pipeline.put(env)
             log_event(log, "info", "round", target=target.id, probe=result.probe, **round_fields(body))
 
-        jobs = self._jobs()
         started: dict[str, str] = {}
         running = {probe for _, probe, _ in jobs}
         for name, spec in REGISTRY.items():   # e.g. icmp opens its engine: fail fast (exit 2) without ICMP
@@ -207,8 +209,15 @@ class Agent:
         gc.collect()
         gc.freeze()
         log_event(log, "info", "agent started", agent=agent_env["id"], jobs=len(jobs),
-                  db=store.display_url, **started)
+                  db=store.display_url, timer_slack_ms=round(slack * 1000, 3), **started)
         return scheduler, pipeline
+
+    def _set_timer_slack(self, jobs: list[tuple[ProbeTarget, str, Any]]) -> float:
+        """[agent] timer_slack, at most a tenth of the shortest interval between a round's requests."""
+        shortest = min((s.interval for _, _, s in jobs if getattr(s, "interval", None)), default=None)
+        slack = timer_slack_for(self.config.agent.timer_slack, shortest)
+        set_timer_slack(slack)
+        return slack
 
     def _extra_sinks(self) -> list[Any]:
         from netprobe.sinks.influx import influx_sinks
@@ -276,5 +285,7 @@ class Agent:
         self._enrich(ctx, old)
         configure_context(ctx, new)
         jobs = self._jobs()
+        slack = self._set_timer_slack(jobs)
         scheduler.set_jobs(jobs)
-        log_event(log, "info", "configuration reloaded", jobs=len(jobs))
+        log_event(log, "info", "configuration reloaded", jobs=len(jobs),
+                  timer_slack_ms=round(slack * 1000, 3))

@@ -40,6 +40,10 @@ class AgentConfig(StrictModel):
         description="IANA time zone of the users; peak windows are local hours of it")
     state_dir: str | None = Field(
         default=None, min_length=1, description="where the agent keeps its database; default: its choice")
+    timer_slack: Duration = Field(
+        default=0.02, ge=0, le=0.1,
+        description="how late the kernel may fire the agent's timers so it wakes once for several; "
+                    "at most a tenth of the shortest probe interval; 0: the kernel's default (50 µs)")
 
 
 class StorageConfig(StrictModel):

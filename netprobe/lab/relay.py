@@ -10,7 +10,6 @@ Run as `python -m netprobe.lab.relay STATE_DIR --ready-fd N` (lab up does this).
 from __future__ import annotations
 
 import argparse
-import ctypes
 import gc
 import heapq
 import ipaddress
@@ -28,8 +27,8 @@ from netprobe.lab import icmp_errors
 from netprobe.lab.relay_config import RELAY_APPLIED, RelayConfig, RelayRoute, read_config
 from netprobe.lab.spec import Impairment
 from netprobe.lab.tun import open_listeners, open_tun
+from netprobe.times import set_timer_slack
 
-PR_SET_TIMERSLACK = 29
 READ_BATCH = 256
 MAX_PACKET = 65_536
 MAX_LEAD_NS = 1_000_000
@@ -306,8 +305,7 @@ def _tighten_timers() -> None:
     """Wake on time: 1 ns timer slack (else select() may wake 50 µs late) and a low real-time
     priority, so a busy host (tests, benchmarks, fping beside it) does not preempt the relay and
     add its run-queue wait to every RTT. The kernel's RT throttling still bounds it."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0)
+    set_timer_slack(1e-9)
     try:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RT_PRIORITY))
     except OSError as exc:

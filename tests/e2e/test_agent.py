@@ -52,6 +52,20 @@ def test_agent_stores_rounds_and_drains_on_sigterm(tmp_path: Path) -> None:
     assert rows[0]["agent"] == {"id": "t-agent", "region": "test", "isp": "lo", "timezone": "Asia/Shanghai"}
 
 
+def test_agent_sets_its_timer_slack_from_the_config_and_its_intervals(tmp_path: Path) -> None:
+    """[agent] timer_slack defaults to 20 ms, capped at a tenth of the shortest interval: 50 ms here."""
+    db, cfg = tmp_path / "a.db", tmp_path / "agent.toml"
+    _write(cfg, db, PORT)
+    agent = Daemon(cfg)
+    try:
+        slack_ns = int(Path(f"/proc/{agent.proc.pid}/timerslack_ns").read_text())
+    finally:
+        code, _, err = agent.stop()
+    assert code == 0, err
+    assert slack_ns == 5_000_000
+    assert "timer_slack_ms=5.0" in err
+
+
 def test_sighup_reload_keeps_old_config_on_error_and_applies_good_one(tmp_path: Path) -> None:
     port = PORT
     db, cfg = tmp_path / "a.db", tmp_path / "agent.toml"

@@ -7,11 +7,12 @@ Brings up agents/lab.toml, starts `netprobe target` in every datacenter namespac
 --minutes: 50 targets × (icmp and tcp every 10 s, mtr and sse every 60 s), SQLite storage, uplink to
 the collector, Prometheus exporter on and scraped every 15 s. Every few seconds it reads the agent
 process's RSS and anonymous RSS (/proc/PID/status VmRSS, RssAnon) and CPU (utime+stime of
-/proc/PID/stat). Reports RSS after the warm-up and at the end (growth, and the slope over the steady
-part), CPU as % of one core between the warm-up mark and the end, rounds stored against the schedule,
-and the collector's rounds against the agent's (nothing lost). Goals (issue 10): ≤ 64 MB RSS after
-warm-up with no growth, ≤ 3 % of a core, nothing lost. Every vCPU is kept busy by a SCHED_IDLE spinner
-(netprobe.lab.awake; --no-keep-awake), as in the other lab benches.
+/proc/PID/stat) and its event loop's wake-ups (voluntary_ctxt_switches of its main thread). Reports
+RSS after the warm-up and at the end (growth, and the slope over the steady part), CPU as % of one core
+between the warm-up mark and the end, wake-ups per second over the same span, rounds stored against
+the schedule, and the collector's rounds against the agent's (nothing lost). Goals (issue 10): ≤ 64 MB
+RSS after warm-up with no growth, ≤ 3 % of a core, nothing lost. Every vCPU is kept busy by a
+SCHED_IDLE spinner (netprobe.lab.awake; --no-keep-awake), as in the other lab benches.
 """
 
 from __future__ import annotations

@@ -154,6 +154,18 @@ def _profile_axis(width: int, height: int) -> str:
     return "".join(body)
 
 
+@lru_cache(maxsize=64)
+def _pairs(n: int) -> str:
+    """A %-format of n "x,y" points, x given as text and y as a number (num's one decimal)."""
+    return " ".join(["%s,%.1f"] * n)
+
+
+@lru_cache(maxsize=64)
+def _points(n: int) -> str:
+    """A %-format of n "x,y" points given as numbers (num's one decimal)."""
+    return " ".join(["%.1f,%.1f"] * n)
+
+
 def profile_chart(row: PeakRow, window: HourWindow, offpeak: HourWindow, width: int = 660,
                   height: int = 250) -> str:
     """Median RTT by local hour with the P5–P95 band, peak and off-peak hours shaded."""
@@ -170,6 +182,8 @@ def profile_chart(row: PeakRow, window: HourWindow, offpeak: HourWindow, width: 
 
     def y(v: float) -> float:
         return top + ph - v / y_top * ph
+
+    base = top + ph
 
     line = f" ({row.line})" if row.line else ""
     if row.line_mismatch:
@@ -189,10 +203,15 @@ def profile_chart(row: PeakRow, window: HourWindow, offpeak: HourWindow, width: 
             body.append(f'<circle cx="{xs[p.hour]}" cy="{num(y(p.rtt_p50_ms))}" r="3" '
                         f'fill="{MEDIAN}"/>')
             continue
-        upper = [f"{xs[p.hour]},{num(y(p.rtt_p95_ms or 0.0))}" for p in run]
-        lower = [f"{xs[p.hour]},{num(y(p.rtt_p5_ms or 0.0))}" for p in reversed(run)]
-        body.append(f'<polygon points="{" ".join(upper + lower)}" fill="{BAND}" stroke="none"/>')
-        mid = " ".join(f"{xs[p.hour]},{num(y(p.rtt_p50_ms or 0.0))}" for p in run)
+        # "x,y" pairs in one %-format each: the text num() and f-strings made, point by point
+        at = [xs[p.hour] for p in run]
+        band = [v for x_, p in zip(at, run, strict=True)
+                for v in (x_, base - (p.rtt_p95_ms or 0.0) / y_top * ph)]
+        band += [v for x_, p in zip(reversed(at), reversed(run), strict=True)
+                 for v in (x_, base - (p.rtt_p5_ms or 0.0) / y_top * ph)]
+        body.append(f'<polygon points="{_pairs(len(band) // 2) % tuple(band)}" fill="{BAND}" stroke="none"/>')
+        mid = _pairs(len(run)) % tuple(v for x_, p in zip(at, run, strict=True)
+                                        for v in (x_, base - (p.rtt_p50_ms or 0.0) / y_top * ph))
         body.append(f'<polyline points="{mid}" fill="none" stroke="{MEDIAN}" stroke-width="2.5" '
                     f'stroke-linejoin="round"/>')
     if not highs:
@@ -316,37 +335,56 @@ SLO_MET = "#1a9850"       # an hour at or above the attainment goal
 SLO_MISSED = "#e34a33"
 
 
+_HOURS_BOX = (52.0, 14.0, 30.0, 30.0)        # left, right, top, bottom
+
+
+@lru_cache(maxsize=16)
+def _hours_frame(window: HourWindow, ttft_ms: float | None, width: int, height: int
+                 ) -> tuple[str, str, tuple[str, ...], str]:
+    """What every attainment chart of a size draws the same: the background, the text and grid after
+    the title, each hour's bar head (x, y=), and the hour axis; the same text as drawn per chart."""
+    left, right, top, bottom = _HOURS_BOX
+    pw, ph = width - left - right, height - top - bottom
+    slot = pw / 24
+    target = f"first token ≤ {ttft_ms:g} ms" if ttft_ms is not None else "no SLO"
+    mid = [svg_text(width - right, 18, f"requests within the SLO, % ({target}), by local hour", anchor="end")]
+    mid += [rect(left + h * slot, top, slot, ph, PEAK_SHADE) for h in window.hours]
+    for tick in (0, 50, 100):
+        yv = top + ph - tick / 100 * ph
+        mid.append(f'<line x1="{num(left)}" x2="{num(left + pw)}" y1="{num(yv)}" y2="{num(yv)}" '
+                   f'stroke="{GRID}" stroke-width="1"/>')
+        mid.append(svg_text(left - 6, yv + 4, f"{tick}", anchor="end", size=10))
+    heads = tuple(f'<rect x="{num(left + h * slot + 2)}" y="' for h in range(24))
+    axis = "".join(svg_text(left + (h + 0.5) * slot, top + ph + 14, f"{h:02d}", anchor="middle", size=10)
+                   for h in range(0, 24, 3))
+    return rect(0, 0, width, height, "#ffffff"), "".join(mid), heads, axis
+
+
 def attainment_hours(row: PeakRow, window: HourWindow, goal: float = 95.0, width: int = 660,
                      height: int = 170) -> str:
     """The share of requests within the SLO by local hour (the evening dip), peak hours shaded; bars
     green at or above `goal` %, red below; the axis starts at 0 so a dip is seen at its true size."""
     slo = row.slo
-    left, right, top, bottom = 52.0, 14.0, 30.0, 30.0
+    left, right, top, bottom = _HOURS_BOX
     pw, ph = width - left - right, height - top - bottom
     slot = pw / 24
     hours = slo.hours if slo is not None else ()
     title = f"{row.agent} → {row.target}" + (f" ({row.line})" if row.line else "")
-    target = f"first token ≤ {slo.ttft_ms:g} ms" if slo is not None else "no SLO"
-    body = [rect(0, 0, width, height, "#ffffff"),
-            svg_text(left, 18, title, size=13, fill="#222222", weight="bold"),
-            svg_text(width - right, 18, f"requests within the SLO, % ({target}), by local hour",
-                     anchor="end")]
-    body += [rect(left + h * slot, top, slot, ph, PEAK_SHADE) for h in window.hours]
-    for tick in (0, 50, 100):
-        yv = top + ph - tick / 100 * ph
-        body.append(f'<line x1="{num(left)}" x2="{num(left + pw)}" y1="{num(yv)}" y2="{num(yv)}" '
-                    f'stroke="{GRID}" stroke-width="1"/>')
-        body.append(svg_text(left - 6, yv + 4, f"{tick}", anchor="end", size=10))
+    ttft = slo.ttft_ms if slo is not None else None
+    background, mid, heads, axis = _hours_frame(window, ttft, width, height)
+    body = [background, svg_text(left, 18, title, size=13, fill="#222222", weight="bold"), mid]
+    # each bar as rect(left + h·slot + 2, top + ph − bar, slot − 4, max(bar, 1), colour, tip) draws it
+    size = f'" width="{num(max(slot - 4, 0.0))}" height="'
+    base = top + ph
     for h, got in enumerate(hours):
         if got is None:
             continue
         bar = got / 100 * ph
-        body.append(rect(left + h * slot + 2, top + ph - bar, slot - 4, max(bar, 1.0),
-                          SLO_MET if got >= goal else SLO_MISSED, tip=f"{h:02d}:00 {got:.1f} %"))
+        body.append(f'{heads[h]}{base - bar:.1f}{size}{max(bar, 1.0):.1f}" fill="'
+                    f'{SLO_MET if got >= goal else SLO_MISSED}"><title>{h:02d}:00 {got:.1f} %</title></rect>')
     if not any(v is not None for v in hours):
         body.append(svg_text(left + pw / 2, top + ph / 2, "no RTT measurements", anchor="middle"))
-    body += [svg_text(left + (h + 0.5) * slot, top + ph + 14, f"{h:02d}", anchor="middle", size=10)
-             for h in range(0, 24, 3)]
+    body.append(axis)
     return _svg(width, height, f"SLO attainment by hour of {title}", body)
 
 
@@ -368,13 +406,15 @@ def e2e_curves(rows: Sequence[PeakRow], width: int = 900, height: int = 300) -> 
                     f'stroke="{GRID}" stroke-width="1"/>')
         body.append(svg_text(left - 6, yv + 4, f"{v}", anchor="end", size=10))
     xt = left + ttft / x_top * pw
+    base = top + ph
     body.append(f'<line x1="{num(xt)}" x2="{num(xt)}" y1="{num(top)}" y2="{num(top + ph)}" '
                 f'stroke="#222222" stroke-width="1.5" stroke-dasharray="4 3"/>')
     body.append(svg_text(xt + 4, top + 12, f"SLO {ttft:g} ms", size=10, fill="#222222"))
     for k, r in enumerate(shown):
         assert r.slo is not None
         colour = line_colour(r.line or "other")
-        pts = " ".join(f"{num(left + x / x_top * pw)},{num(top + ph - f * ph)}" for x, f in r.slo.curve)
+        pts = _points(len(r.slo.curve)) % tuple(v for x, f in r.slo.curve for v in (left + x / x_top * pw,
+                                                                                 base - f * ph))
         body.append(f'<polyline points="{pts}" fill="none" stroke="{colour}" stroke-width="2"/>')
         got = r.slo.attainment_pct
         body.append(rect(left + pw + 12, top + k * 16, 10, 10, colour))

@@ -9,9 +9,10 @@ import math
 from collections.abc import Sequence
 from functools import lru_cache
 from html import escape
+from typing import cast
 
 from .line_comparison import LineFigures
-from .rows import HourProfile, PeakRow
+from .rows import HourSeries, PeakRow, hour_series
 from .windows import HourWindow
 
 BAND = "#9ecae1"          # P5–P95 smoke
@@ -88,17 +89,18 @@ def nice_max(v: float) -> float:
     return next(m * base for m in (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0) if m * base >= v)
 
 
-def _runs(profile: Sequence[HourProfile]) -> list[list[HourProfile]]:
-    """Consecutive hours with data: the band and the line break where an hour has none."""
-    runs: list[list[HourProfile]] = []
-    current: list[HourProfile] = []
-    for p in profile:
-        if p.rtt_p50_ms is None or p.rtt_p5_ms is None or p.rtt_p95_ms is None:
+def _runs(hours: HourSeries) -> list[list[int]]:
+    """Consecutive hours with data (their places in the series): the band and the line break where an
+    hour has none."""
+    runs: list[list[int]] = []
+    current: list[int] = []
+    for k, (p5, p50, p95) in enumerate(zip(hours.p5, hours.p50, hours.p95, strict=True)):
+        if p50 is None or p5 is None or p95 is None:
             if current:
                 runs.append(current)
             current = []
         else:
-            current.append(p)
+            current.append(k)
     if current:
         runs.append(current)
     return runs
@@ -172,8 +174,8 @@ def profile_chart(row: PeakRow, window: HourWindow, offpeak: HourWindow, width: 
     left, right, top, bottom = _PROFILE_BOX
     pw, ph = width - left - right, height - top - bottom
     slot = pw / 24
-    profile = row.profile
-    highs = [p.rtt_p95_ms for p in profile if p.rtt_p95_ms is not None]
+    series = hour_series(row.profile)       # columns: no object per hour
+    highs = [v for v in series.p95 if v is not None]
     y_top = nice_max(max(highs) * 1.05) if highs else 1.0
     xs = _profile_xs(width)
 
@@ -184,7 +186,6 @@ def profile_chart(row: PeakRow, window: HourWindow, offpeak: HourWindow, width: 
         return top + ph - v / y_top * ph
 
     base = top + ph
-
     line = f" ({row.line})" if row.line else ""
     if row.line_mismatch:
         line = f" ({row.line}, detected {row.detected_line})"
@@ -194,24 +195,20 @@ def profile_chart(row: PeakRow, window: HourWindow, offpeak: HourWindow, width: 
             svg_text(width - right, 18, f"RTT ms by local hour ({row.timezone}), {row.rtt_probe or 'no RTT'}",
                      anchor="end"),
             _profile_shades(window, offpeak, width, height), _profile_grid(y_top, width, height)]
-    for run in _runs(profile):
+    hour, p5, p50, p95 = series.hours, cast(list[float], series.p5), cast(list[float], series.p50), \
+        cast(list[float], series.p95)        # a run's hours have all three
+    for run in _runs(series):
         if len(run) == 1:      # one hour alone: a short bar and a dot
-            p = run[0]
-            assert p.rtt_p5_ms is not None and p.rtt_p95_ms is not None and p.rtt_p50_ms is not None
-            body.append(rect(x(p.hour) - slot / 4, y(p.rtt_p95_ms), slot / 2,
-                              y(p.rtt_p5_ms) - y(p.rtt_p95_ms), BAND))
-            body.append(f'<circle cx="{xs[p.hour]}" cy="{num(y(p.rtt_p50_ms))}" r="3" '
+            k = run[0]
+            body.append(rect(x(hour[k]) - slot / 4, y(p95[k]), slot / 2, y(p5[k]) - y(p95[k]), BAND))
+            body.append(f'<circle cx="{xs[hour[k]]}" cy="{num(y(p50[k]))}" r="3" '
                         f'fill="{MEDIAN}"/>')
             continue
         # "x,y" pairs in one %-format each: the text num() and f-strings made, point by point
-        at = [xs[p.hour] for p in run]
-        band = [v for x_, p in zip(at, run, strict=True)
-                for v in (x_, base - (p.rtt_p95_ms or 0.0) / y_top * ph)]
-        band += [v for x_, p in zip(reversed(at), reversed(run), strict=True)
-                 for v in (x_, base - (p.rtt_p5_ms or 0.0) / y_top * ph)]
-        body.append(f'<polygon points="{_pairs(len(band) // 2) % tuple(band)}" fill="{BAND}" stroke="none"/>')
-        mid = _pairs(len(run)) % tuple(v for x_, p in zip(at, run, strict=True)
-                                        for v in (x_, base - (p.rtt_p50_ms or 0.0) / y_top * ph))
+        band = [v for k in run for v in (xs[hour[k]], base - p95[k] / y_top * ph)]
+        band += [v for k in reversed(run) for v in (xs[hour[k]], base - p5[k] / y_top * ph)]
+        body.append(f'<polygon points="{_pairs(len(run) * 2) % tuple(band)}" fill="{BAND}" stroke="none"/>')
+        mid = _pairs(len(run)) % tuple(v for k in run for v in (xs[hour[k]], base - p50[k] / y_top * ph))
         body.append(f'<polyline points="{mid}" fill="none" stroke="{MEDIAN}" stroke-width="2.5" '
                     f'stroke-linejoin="round"/>')
     if not highs:
@@ -241,10 +238,11 @@ def loss_heatmap(rows: Sequence[PeakRow], window: HourWindow, cell: int = 24) ->
         body.append(svg_text(label_w - 8, yy + row_h * 0.7, label, anchor="end", size=11))
         at = f'" y="{num(yy + 1)}" {size} fill="'
         who = _t(label)             # the rest of a tip is digits and plain words: nothing to escape
-        for p in row.profile:
-            what = "no data" if p.loss_pct is None else f"{p.loss_pct:.3f} % loss, {p.rounds} rounds"
-            body.append(f'<rect x="{xs[p.hour]}{at}{loss_colour(p.loss_pct)}"><title>{who} '
-                        f"{p.hour:02d}:00: {what}</title></rect>")
+        series = hour_series(row.profile)
+        for h, loss, rounds in zip(series.hours, series.loss_pct, series.rounds, strict=True):
+            what = "no data" if loss is None else f"{loss:.3f} % loss, {rounds} rounds"
+            body.append(f'<rect x="{xs[h]}{at}{loss_colour(loss)}"><title>{who} '
+                        f"{h:02d}:00: {what}</title></rect>")
     ly = top + row_h * len(rows) + 18
     lx = label_w
     body.append(svg_text(lx - 8, ly + 11, "loss %", anchor="end", size=10))

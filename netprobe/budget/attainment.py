@@ -169,9 +169,24 @@ def _place(values: F64, weights: F64, step: F64, top: F64, cells: int) -> F64:
 
 
 def _quantile_rows(values: F64, weights: F64, q: float) -> F64:
-    cum = np.cumsum(weights, axis=1)
-    idx = np.minimum((cum < q * cum[:, -1:] - 1e-12).sum(axis=1), len(values) - 1)
-    got: F64 = values[idx]
+    """Each row's q-quantile of `values`: the first value whose running weight reaches q of the row's.
+    Run over each row's non-zero weights only, packed to the left (an hour's RTT has ~12 of ~150 bins):
+    the same running sums, and a zero weight never moves the first value reached."""
+    r, width = weights.shape
+    rows, cols = np.nonzero(weights)
+    if not len(cols):
+        nothing: F64 = values[np.zeros(r, np.intp)]
+        return nothing
+    counts = np.bincount(rows, minlength=r)
+    starts = np.cumsum(counts) - counts
+    packed = np.zeros((r, int(counts.max())))
+    packed[rows, np.arange(len(rows)) - starts[rows]] = weights[rows, cols]
+    cum = np.cumsum(packed, axis=1)
+    below = q * cum[:, -1] - 1e-12
+    reached = (cum < below[:, None]).sum(axis=1)
+    idx = np.where(reached < counts, cols[np.minimum(starts + reached, len(cols) - 1)], width)
+    idx = np.where((counts > 0) & (below > 0), idx, 0)     # nothing below a bound ≤ 0: the first value
+    got: F64 = values[np.minimum(idx, width - 1)]
     return got
 
 

@@ -230,19 +230,23 @@ def loss_heatmap(rows: Sequence[PeakRow], window: HourWindow, cell: int = 24) ->
             body.append(rect(label_w + h * cell, top - 8, cell, 4, PEAK_SHADE))
         body.append(svg_text(label_w + (h + 0.5) * cell, top - 12, f"{h:02d}", anchor="middle", size=9))
     # each cell as rect(label_w + hour·cell + 1, yy + 1, cell − 2, row_h − 2, colour, tip) makes it
-    xs = [num(label_w + h * cell + 1) for h in range(24)]
+    heads = [f'<rect x="{num(label_w + h * cell + 1)}' for h in range(24)]
+    clocks = [f" {h:02d}:00: " for h in range(24)]
     size = f'width="{num(max(cell - 2, 0.0))}" height="{num(max(row_h - 2, 0.0))}"'
+    add = body.append
     for i, row in enumerate(rows):
         yy = top + i * row_h
         label = f"{row.agent} → {row.target}"
-        body.append(svg_text(label_w - 8, yy + row_h * 0.7, label, anchor="end", size=11))
+        add(svg_text(label_w - 8, yy + row_h * 0.7, label, anchor="end", size=11))
         at = f'" y="{num(yy + 1)}" {size} fill="'
-        who = _t(label)             # the rest of a tip is digits and plain words: nothing to escape
+        tip = f'"><title>{_t(label)}'   # the rest of a tip is digits and plain words: nothing to escape
         series = hour_series(row.profile)
         for h, loss, rounds in zip(series.hours, series.loss_pct, series.rounds, strict=True):
-            what = "no data" if loss is None else f"{loss:.3f} % loss, {rounds} rounds"
-            body.append(f'<rect x="{xs[h]}{at}{loss_colour(loss)}"><title>{who} '
-                        f"{h:02d}:00: {what}</title></rect>")
+            if loss is None:
+                add(f"{heads[h]}{at}{NO_DATA}{tip}{clocks[h]}no data</title></rect>")
+            else:
+                add(f"{heads[h]}{at}{loss_colour(loss)}{tip}{clocks[h]}{loss:.3f} % loss, {rounds} rounds"
+                    "</title></rect>")
     ly = top + row_h * len(rows) + 18
     lx = label_w
     body.append(svg_text(lx - 8, ly + 11, "loss %", anchor="end", size=10))

@@ -156,7 +156,7 @@ def _place(values: F64, weights: F64, step: F64, top: F64, cells: int) -> F64:
     """[r, cells]: each row's mass at values/step[i] (capped at top[i]), split between neighbours. Only
     the non-zero weights are placed (an hour's RTT has ~12 of a window's ~150 bins): the same sums."""
     r = len(weights)
-    rows, cols = np.nonzero(weights)
+    rows, cols = np.nonzero(weights != 0)     # on booleans: twice as fast as on floats
     mass = weights[rows, cols]
     pos = np.minimum(values[cols], top[rows]) / step[rows]
     idx = np.minimum(np.floor(pos).astype(np.int64), cells - 1)
@@ -173,7 +173,7 @@ def _quantile_rows(values: F64, weights: F64, q: float) -> F64:
     Run over each row's non-zero weights only, packed to the left (an hour's RTT has ~12 of ~150 bins):
     the same running sums, and a zero weight never moves the first value reached."""
     r, width = weights.shape
-    rows, cols = np.nonzero(weights)
+    rows, cols = np.nonzero(weights != 0)
     if not len(cols):
         nothing: F64 = values[np.zeros(r, np.intp)]
         return nothing
@@ -455,7 +455,7 @@ def _on_spans(values: F64, w: F64, rtt_top: F64, step: F64, servers: Sequence[Se
     (S the server's cumulative grid; 1 without a server) read at the cells around each target − shift,
     over C at the grid's last cell (the grid is cut there, as _Batch cuts it)."""
     r, rt = len(w), m.round_trips
-    rows, cols = np.nonzero(w)
+    rows, cols = np.nonzero(w != 0)
     mass = w[rows, cols]
     pos = np.minimum(values[cols], rtt_top[rows]) / step[rows]
     idx = np.minimum(np.floor(pos).astype(np.int64), cells - 1)

@@ -244,11 +244,6 @@ class _Totals:
     shifts: F64                     # [r, A]
     shift_w: F64                    # [r, A]
 
-    @property
-    def cum(self) -> F64:
-        """[r, cells]: the cumulative grid."""
-        return self.padded[:, 1:]
-
     def cdf(self, x: F64) -> F64:
         """F at x ([r] or [r, q]), each row at its own points: between the cells around x − shift, a
         point below the grid reading 0 and one above it the last cell (the padded grid's first and
@@ -403,7 +398,7 @@ def drawn_attainments(rtts: Rtts, loss: Sequence[float] | F64, servers: Sequence
                       ) -> F64:
     """attainments(…, DRAWN_CELLS, DRAWN_PRUNE) — a chart's hours — on the same grids (steps, cells,
     shifts), each convolved over the cells its RTT occupies instead of the whole grid (an hour's RTT
-    fills 9–90 of 512 cells): the same figures up to round-off (< 1e-9 points), for a fifth of the work.
+    fills 9–90 of 512 cells): the same figures up to round-off (< 1e-9 points), for under half the work.
     One call per request (the report's model); more go through attainments."""
     if m.calls != 1:
         return attainments(rtts, loss, servers, m, DRAWN_CELLS, DRAWN_PRUNE)
@@ -493,8 +488,8 @@ def _on_spans(values: F64, w: F64, rtt_top: F64, step: F64, servers: Sequence[Se
         by: dict[tuple[object, float], int] = {}
         made: list[int] = []                                    # the case each grid is made for
         which = np.empty(len(p), np.intp)
-        for case, (s, at) in enumerate(zip(mine, step[p].tolist(), strict=True)):
-            key = (s if not isinstance(s, Dist) else id(s), at)
+        for case, (s, its_step) in enumerate(zip(mine, step[p].tolist(), strict=True)):
+            key = (s if not isinstance(s, Dist) else id(s), its_step)
             if key not in by:
                 by[key] = len(made)
                 made.append(case)

@@ -43,6 +43,8 @@ PRUNE = 1e-12
 DRAWN_PRUNE = 1e-6              # for charts (with DRAWN_CELLS): < 0.001 points, ≤ 22 patterns up to 5 % loss
 QS = (0.50, 0.95, 0.99)
 CHUNK = 256
+BLOCK = 64                      # rows of a batch's arrays computed at a time (cache-sized)
+CURVE_BLOCK = 16                # cases a curve's points are read for at a time (by loss: fewer timeouts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,13 +133,16 @@ def _shifts(loss: F64, rto: F64, m: SloModel, prune: float = PRUNE) -> tuple[F64
     handshakes = m.calls if m.handshake else 0
     h, o, lost, ways = _loss_patterns(handshakes, m.calls * m.round_trips - handshakes)
     n = m.calls * m.round_trips
-    p = np.clip(loss, 0.0, 0.999)[:, None]
+    # the weights depend on the loss alone: made once per distinct loss (a fleet's hours repeat a few
+    # hundred of them, 0 most), row by row as for each case
+    distinct, back = np.unique(np.clip(loss, 0.0, 0.999), return_inverse=True)
+    p = distinct[:, None]
     powers = p ** np.arange(MAX_LOSSES + 1)[None, :]           # the same pow()s as p ** lost, 9 not 95
     w = ways[None, :] * powers[:, lost.astype(np.intp)] * (1 - p) ** n  # each trip: losses, then a success
     w /= w.sum(axis=1, keepdims=True)
     w[w < prune] = 0.0
     w /= w.sum(axis=1, keepdims=True)
-    return h[None, :] * HANDSHAKE_RTO_MS + o[None, :] * rto[:, None], w
+    return h[None, :] * HANDSHAKE_RTO_MS + o[None, :] * rto[:, None], w[back.reshape(-1)]
 
 
 def _kept(shifts: F64, w: F64) -> tuple[F64, F64]:
@@ -148,22 +153,40 @@ def _kept(shifts: F64, w: F64) -> tuple[F64, F64]:
 
 # -- the grid -----------------------------------------------------------------------------------------
 def _place(values: F64, weights: F64, step: F64, top: F64, cells: int) -> F64:
-    """[r, cells]: each row's mass at values/step[i] (capped at top[i]), split between neighbours."""
+    """[r, cells]: each row's mass at values/step[i] (capped at top[i]), split between neighbours. Only
+    the non-zero weights are placed (an hour's RTT has ~12 of a window's ~150 bins): the same sums."""
     r = len(weights)
-    pos = np.minimum(values[None, :], top[:, None]) / step[:, None]
+    rows, cols = np.nonzero(weights != 0)     # on booleans: twice as fast as on floats
+    mass = weights[rows, cols]
+    pos = np.minimum(values[cols], top[rows]) / step[rows]
     idx = np.minimum(np.floor(pos).astype(np.int64), cells - 1)
     frac = np.where(idx >= cells - 1, 0.0, pos - idx)
-    base = (np.arange(r) * cells)[:, None]
-    out = np.bincount((base + idx).ravel(), (weights * (1 - frac)).ravel(), r * cells)
-    out += np.bincount((base + np.minimum(idx + 1, cells - 1)).ravel(), (weights * frac).ravel(), r * cells)
+    base = rows * cells
+    out = np.bincount(base + idx, mass * (1 - frac), r * cells)
+    out += np.bincount(base + np.minimum(idx + 1, cells - 1), mass * frac, r * cells)
     grid: F64 = out.reshape(r, cells).astype(np.float64)
     return grid
 
 
 def _quantile_rows(values: F64, weights: F64, q: float) -> F64:
-    cum = np.cumsum(weights, axis=1)
-    idx = np.minimum((cum < q * cum[:, -1:] - 1e-12).sum(axis=1), len(values) - 1)
-    got: F64 = values[idx]
+    """Each row's q-quantile of `values`: the first value whose running weight reaches q of the row's.
+    Run over each row's non-zero weights only, packed to the left (an hour's RTT has ~12 of ~150 bins):
+    the same running sums, and a zero weight never moves the first value reached."""
+    r, width = weights.shape
+    rows, cols = np.nonzero(weights != 0)
+    if not len(cols):
+        nothing: F64 = values[np.zeros(r, np.intp)]
+        return nothing
+    counts = np.bincount(rows, minlength=r)
+    starts = np.cumsum(counts) - counts
+    packed = np.zeros((r, int(counts.max())))
+    packed[rows, np.arange(len(rows)) - starts[rows]] = weights[rows, cols]
+    cum = np.cumsum(packed, axis=1)
+    below = q * cum[:, -1] - 1e-12
+    reached = (cum < below[:, None]).sum(axis=1)
+    idx = np.where(reached < counts, cols[np.minimum(starts + reached, len(cols) - 1)], width)
+    idx = np.where((counts > 0) & (below > 0), idx, 0)     # nothing below a bound ≤ 0: the first value
+    got: F64 = values[np.minimum(idx, width - 1)]
     return got
 
 
@@ -217,30 +240,38 @@ class _Totals:
     """Requests' times, one row per case: a grid (cells of step[i] ms from 0, cumulative) plus shifts."""
 
     step: F64                       # [r]
-    cum: F64                        # [r, cells]
+    padded: F64                     # [r, cells + 1]: 0, then the cumulative grid
     shifts: F64                     # [r, A]
     shift_w: F64                    # [r, A]
 
     def cdf(self, x: F64) -> F64:
-        """F at x ([r] or [r, q]), each row at its own points."""
+        """F at x ([r] or [r, q]), each row at its own points: between the cells around x − shift, a
+        point below the grid reading 0 and one above it the last cell (the padded grid's first and
+        last entries, read flat: fewer NumPy calls, for the quantiles' bisection)."""
         xs = np.asarray(x, np.float64)
         flat = xs.reshape(len(self.step), -1)
         pos = (flat[:, :, None] - self.shifts[:, None, :]) / self.step[:, None, None]   # [r, q, A]
-        idx = np.floor(pos).astype(np.int64)
+        idx = np.floor(pos)
         frac = pos - idx
-        last = self.cum.shape[1] - 1
-        rows = np.arange(len(self.step))[:, None, None]
-        lo = np.where(idx < 0, 0.0, self.cum[rows, np.clip(idx, 0, last)])
-        hi = np.where(idx + 1 < 0, 0.0, self.cum[rows, np.clip(idx + 1, 0, last)])
+        width = self.padded.shape[1]
+        base = (np.arange(len(self.step)) * width)[:, None, None]
+        at = idx.astype(np.int64) + 1                    # cell idx's place in its padded row
+        grid = self.padded.ravel()
+        lo = grid[base + np.clip(at, 0, width - 1)]
+        hi = grid[base + np.clip(at + 1, 0, width - 1)]
         out: F64 = np.minimum(1.0, ((lo + (hi - lo) * frac) * self.shift_w[:, None, :]).sum(axis=2))
         return out.reshape(xs.shape)
+
+    def rows(self, which: slice) -> _Totals:
+        """These cases alone, with the timeouts they have."""
+        return _Totals(self.step[which], self.padded[which], *_kept(self.shifts[which], self.shift_w[which]))
 
     def quantiles(self, qs: Sequence[float]) -> F64:
         """[r, len(qs)] by bisection, every row and quantile at once."""
         r = len(self.step)
         q = np.broadcast_to(np.asarray(qs, np.float64), (r, len(qs)))
         lo = np.zeros((r, len(qs)))
-        top = self.step * self.cum.shape[1] + (self.shifts * (self.shift_w > 0)).max(axis=1)
+        top = self.step * (self.padded.shape[1] - 1) + (self.shifts * (self.shift_w > 0)).max(axis=1)
         hi = np.broadcast_to(top[:, None], (r, len(qs))).copy()
         for _ in range(48):
             mid = (lo + hi) / 2
@@ -249,23 +280,40 @@ class _Totals:
         return hi
 
 
+def _spread(rtts: Rtts) -> tuple[F64, F64]:
+    """The cases' RTT weights normalised, and the RTT_TOP_Q quantile each grid is capped at."""
+    w = rtts.weights / rtts.weights.sum(axis=1, keepdims=True)
+    return w, _quantile_rows(rtts.values, w, RTT_TOP_Q)
+
+
+def _steps(rtt_top: F64, servers: Sequence[Server], groups: list[list[int]], m: SloModel, cells: int) -> F64:
+    """Each case's grid step: its grid spans the request's support; cases that share a server (`groups`)
+    share the widest of their steps, so the server's grid and FFT are made once for them."""
+    tops = np.zeros(len(servers))
+    for group in groups:                 # one quantile per distinct server
+        tops[group] = _server_top(servers[group[0]])
+    span = m.calls * (m.round_trips * rtt_top + tops)
+    for group in groups:
+        if servers[group[0]] is not None and len(group) > 1:
+            span[group] = span[group].max()
+    step: F64 = np.maximum(span, 1e-3) / (cells - 1)
+    return step
+
+
 class _Batch:
     """The cases' network grids and timeouts, computed once; the server is applied per evaluation (the
     GPU budget's search varies it alone). Cases that share a server (a report's given one, or none)
     share a grid step, so its grid and FFT are made once."""
 
     def __init__(self, rtts: Rtts, loss: F64, servers: Sequence[Server], m: SloModel,
-                 cells: int = GRID_CELLS, prune: float = PRUNE, timeouts: tuple[F64, F64] | None = None
-                 ) -> None:
-        """`timeouts`: the cases' _shifts when the caller has them already (attainments: _decided's)."""
+                 cells: int = GRID_CELLS, prune: float = PRUNE, timeouts: tuple[F64, F64] | None = None,
+                 spread: tuple[F64, F64] | None = None, step: F64 | None = None) -> None:
+        """`timeouts`, `spread`, `step`: the cases' _shifts, _spread and _steps when the caller has them
+        already (attainments: _decided's, and the steps of a larger batch this one is a block of)."""
         self.m, self.servers, self.cells = m, list(servers), cells
-        w = rtts.weights / rtts.weights.sum(axis=1, keepdims=True)
-        rtt_top = _quantile_rows(rtts.values, w, RTT_TOP_Q)
-        span = m.calls * (m.round_trips * rtt_top + np.array([_server_top(s) for s in servers]))
-        for group in _groups(self.servers):
-            if self.servers[group[0]] is not None and len(group) > 1:
-                span[group] = span[group].max()
-        self.step = np.maximum(span, 1e-3) / (cells - 1)
+        self.groups = _groups(self.servers)
+        w, rtt_top = _spread(rtts) if spread is None else spread
+        self.step = _steps(rtt_top, self.servers, self.groups, m, cells) if step is None else step
         self.f_net = _power(np.fft.rfft(_place(rtts.values, w, self.step, rtt_top, cells), 2 * cells, axis=1),
                             m.round_trips)
         if timeouts is None:
@@ -275,23 +323,32 @@ class _Batch:
     def totals(self, servers: Sequence[Server] | None = None) -> _Totals:
         n, cells = 2 * self.cells, self.cells
         f = self.f_net.copy()
+        groups = self.groups if servers is None else _groups(servers)
         servers = self.servers if servers is None else servers
-        each: list[int] = []
-        for group in _groups(servers):
+        # one server grid per group on one step, else one per case; all of them in one batch
+        made: list[int] = []                # the case whose server and step each grid is made for
+        rows: list[int] = []                # the cases each applies to, grid by grid
+        sizes: list[int] = []
+        for group in groups:
             if servers[group[0]] is None:
-                continue                   # no server: a unit mass at 0, whose transform is 1
+                continue                    # no server: a unit mass at 0, whose transform is 1
             if len(group) > 1 and self._one_step(group):
-                f[group] *= np.fft.rfft(_server_grids([servers[group[0]]], self.step[group[:1]], cells),
-                                        n, axis=1)
+                made.append(group[0])
+                rows += group
+                sizes.append(len(group))
             else:
-                each += group
-        if each:                           # the rest in one batch (the budget's search: all of them)
-            f[each] *= np.fft.rfft(_server_grids([servers[i] for i in each], self.step[each], cells),
-                                   n, axis=1)
+                made += group
+                rows += group
+                sizes += [1] * len(group)
+        if made:
+            grids = np.fft.rfft(_server_grids([servers[i] for i in made], self.step[made], cells), n, axis=1)
+            f[rows] *= grids[np.repeat(np.arange(len(made)), sizes)]
         pmf = np.fft.irfft(_power(f, self.m.calls), n, axis=1)[:, :cells]
-        pmf[pmf < 1e-15] = 0.0             # FFT round-off
-        cum = np.cumsum(pmf, axis=1)
-        return _Totals(self.step, cum / cum[:, -1:], self.shifts, self.shift_w)
+        pmf[pmf < 1e-15] = 0.0              # FFT round-off
+        padded = np.zeros((len(pmf), cells + 1))
+        np.cumsum(pmf, axis=1, out=padded[:, 1:])
+        padded[:, 1:] /= padded[:, -1:].copy()
+        return _Totals(self.step, padded, self.shifts, self.shift_w)
 
     def _one_step(self, group: list[int]) -> bool:
         return bool((self.step[group] == self.step[group[0]]).all())
@@ -323,12 +380,130 @@ def attainments(rtts: Rtts, loss: Sequence[float] | F64, servers: Sequence[Serve
     if not len(rtts):
         return np.zeros(0)
     loss = np.asarray(loss, np.float64)
-    out, rest, (shifts, sw) = _decided(rtts, loss, servers, m, cells, prune)
+    w, rtt_top = _spread(rtts)
+    out, rest, (shifts, sw) = _decided(rtts, loss, servers, m, cells, prune, (w, rtt_top))
     for part in _chunks(rest, loss):
-        sub = Rtts(rtts.values, rtts.weights[part])
-        out[part] = 100.0 * _Batch(sub, loss[part], [servers[i] for i in part], m, cells, prune,
-                                   (shifts[part], sw[part])).attainment()
+        mine = [servers[i] for i in part]
+        step = _steps(rtt_top[part], mine, _groups(mine), m, cells)
+        # a batch's steps are its chunk's, its arrays a block's: [BLOCK, 2·cells] stay in the CPU's cache
+        for k in range(0, len(part), BLOCK):
+            block, there = part[k:k + BLOCK], slice(k, k + BLOCK)
+            out[block] = 100.0 * _Batch(Rtts(rtts.values, rtts.weights[block]), loss[block], mine[there], m,
+                                        cells, prune, (shifts[block], sw[block]), (w[block], rtt_top[block]),
+                                        step[there]).attainment()
     return out
+
+
+def drawn_attainments(rtts: Rtts, loss: Sequence[float] | F64, servers: Sequence[Server], m: SloModel
+                      ) -> F64:
+    """attainments(…, DRAWN_CELLS, DRAWN_PRUNE) — a chart's hours — on the same grids (steps, cells,
+    shifts), each convolved over the cells its RTT occupies instead of the whole grid (an hour's RTT
+    fills 9–90 of 512 cells): the same figures up to round-off (< 1e-9 points), for under half the work.
+    One call per request (the report's model); more go through attainments."""
+    if m.calls != 1:
+        return attainments(rtts, loss, servers, m, DRAWN_CELLS, DRAWN_PRUNE)
+    if not len(rtts):
+        return np.zeros(0)
+    loss = np.asarray(loss, np.float64)
+    cells = DRAWN_CELLS
+    w, rtt_top = _spread(rtts)
+    timeouts = _kept(*_shifts(loss, MIN_RTO_MS + w @ rtts.values, m, DRAWN_PRUNE))   # ≤ 34 of 95 patterns
+    out, rest, (shifts, sw) = _decided(rtts, loss, servers, m, cells, DRAWN_PRUNE, (w, rtt_top), timeouts)
+    order: list[int] = []
+    steps = np.zeros(len(rtts))
+    for part in _chunks(rest, loss):
+        mine = [servers[i] for i in part]
+        steps[part] = _steps(rtt_top[part], mine, _groups(mine), m, cells)    # attainments' steps
+        order += part
+    # cases with a server apart, in smaller blocks: their reads ([block, 2A + 1, span]) are the dear part
+    for alike, size in (([i for i in order if servers[i] is None], 4 * CHUNK),
+                        ([i for i in order if servers[i] is not None], CHUNK // 2)):
+        for k in range(0, len(alike), size):
+            block = alike[k:k + size]
+            out[block] = 100.0 * _on_spans(rtts.values, w[block], rtt_top[block], steps[block],
+                                           [servers[i] for i in block], *_kept(shifts[block], sw[block]), m,
+                                           cells)
+    return out
+
+
+def _fast_len(n: int) -> int:
+    """The smallest 2^a·3^b·5^c ≥ n: a length pocketfft transforms fast."""
+    best = 1 << max(0, (n - 1).bit_length())
+    p5 = 1
+    while p5 < best:
+        p35 = p5
+        while p35 < best:
+            p = p35
+            while p < n:
+                p *= 2
+            best = min(best, p)
+            p35 *= 3
+        p5 *= 5
+    return best
+
+
+def _on_spans(values: F64, w: F64, rtt_top: F64, step: F64, servers: Sequence[Server], shifts: F64,
+              shift_w: F64, m: SloModel, cells: int) -> F64:
+    """P(first token ≤ target) per case, as _Batch.attainment computes it on the same grid: the RTT's
+    mass placed on the grid (only on the cells it occupies, from `first`), its m.round_trips-fold sum
+    by an FFT as long as that span needs, and the request's cumulative grid C(k) = Σⱼ net[j]·S(k − j)
+    (S the server's cumulative grid; 1 without a server) read at the cells around each target − shift,
+    over C at the grid's last cell (the grid is cut there, as _Batch cuts it)."""
+    r, rt = len(w), m.round_trips
+    rows, cols = np.nonzero(w != 0)
+    mass = w[rows, cols]
+    pos = np.minimum(values[cols], rtt_top[rows]) / step[rows]
+    idx = np.minimum(np.floor(pos).astype(np.int64), cells - 1)
+    frac = np.where(idx >= cells - 1, 0.0, pos - idx)
+    up = np.minimum(idx + 1, cells - 1)
+    starts = np.searchsorted(rows, np.arange(r))
+    first = idx[starts]                                         # values ascend: a row's first cell
+    width = int((up[np.append(starts[1:], len(rows)) - 1] - first).max()) + 1
+    at = (rows * width - first[rows])
+    span = np.bincount(at + idx, mass * (1 - frac), r * width)
+    span += np.bincount(at + up, mass * frac, r * width)
+    size = rt * (width - 1) + 1
+    n = _fast_len(size)
+    net = np.fft.irfft(_power(np.fft.rfft(span.reshape(r, width), n, axis=1), rt), n, axis=1)[:, :size]
+    net[net < 1e-15] = 0.0                                      # FFT round-off
+    off = rt * first                                            # the grid cell of net[:, 0]
+    # the cells read: around each target − shift, and the last (the total); C(k) for k < 0 is 0
+    x = (m.ttft_ms - shifts) / step[:, None]
+    lo_cell = np.floor(x)
+    t = x - lo_cell
+    k = lo_cell.astype(np.int64)
+    ks = np.minimum(np.concatenate([k, k + 1, np.full((r, 1), cells - 1)], axis=1), cells - 1)   # [r, 2A + 1]
+    c = np.empty(ks.shape)
+    plain = np.array([s is None for s in servers])
+    if plain.any():                                             # S = 1 from cell 0: C is net's cumulative
+        p = np.flatnonzero(plain)
+        padded = np.zeros((len(p), size + 1))
+        np.cumsum(net[p], axis=1, out=padded[:, 1:])
+        j = np.clip(ks[p] - off[p, None] + 1, 0, size)
+        c[p] = np.take_along_axis(padded, j, axis=1)
+    if not plain.all():
+        p = np.flatnonzero(~plain)
+        mine = [servers[i] for i in p.tolist()]
+        # one grid per server and step (the cases of a server in one of attainments' batches share one)
+        by: dict[tuple[object, float], int] = {}
+        made: list[int] = []                                    # the case each grid is made for
+        which = np.empty(len(p), np.intp)
+        for case, (s, its_step) in enumerate(zip(mine, step[p].tolist(), strict=True)):
+            key = (s if not isinstance(s, Dist) else id(s), its_step)
+            if key not in by:
+                by[key] = len(made)
+                made.append(case)
+            which[case] = by[key]
+        grids = np.zeros((len(made), cells + 1))                # 0, then each server's cumulative grid
+        np.cumsum(_server_grids([mine[i] for i in made], step[p[made]], cells), axis=1, out=grids[:, 1:])
+        j = ks[p][:, :, None] - off[p, None, None] - np.arange(size)[None, None, :] + 1    # [s, 2A+1, size]
+        sc = grids[which[:, None, None], np.clip(j, 0, cells)]
+        c[p] = (sc * net[p][:, None, :]).sum(axis=2)
+    a = shifts.shape[1]
+    total = c[:, -1:]
+    lo, hi = c[:, :a] / total, c[:, a:2 * a] / total
+    got: F64 = np.minimum(1.0, ((lo + (hi - lo) * t) * shift_w).sum(axis=1))
+    return got
 
 
 def _chunks(idx: Sequence[int], loss: F64, size: int = CHUNK) -> list[list[int]]:
@@ -340,18 +515,19 @@ def _chunks(idx: Sequence[int], loss: F64, size: int = CHUNK) -> list[list[int]]
     return [order[k:k + size] for k in range(0, len(order), size)]
 
 
-def _decided(rtts: Rtts, loss: F64, servers: Sequence[Server], m: SloModel, cells: int, prune: float
+def _decided(rtts: Rtts, loss: F64, servers: Sequence[Server], m: SloModel, cells: int, prune: float,
+             spread: tuple[F64, F64], timeouts: tuple[F64, F64] | None = None
              ) -> tuple[F64, list[int], tuple[F64, F64]]:
     """Cases without a server whose every timeout lands the target clear of the RTT sum's support
     (all of it before, or none): their attainment is the timeouts' weight alone, with no grid. A
     report's 1 s target on an RTT of tens of ms is decided so. The rest are listed for the grid, and
-    every case's timeouts (_shifts) returned for it."""
-    w = rtts.weights / rtts.weights.sum(axis=1, keepdims=True)
+    every case's timeouts (_shifts, unless given) returned for it. `spread`: the cases' _spread."""
+    w, rtt_top = spread
     n = m.calls * m.round_trips
-    upper = n * _quantile_rows(rtts.values, w, RTT_TOP_Q)
+    upper = n * rtt_top
     first = np.argmax(w > 0, axis=1)
     lower = n * rtts.values[first] - (n + 1) * upper / (cells - 1)    # the grid's split cells
-    shifts, sw = _shifts(loss, MIN_RTO_MS + w @ rtts.values, m, prune)
+    shifts, sw = _shifts(loss, MIN_RTO_MS + w @ rtts.values, m, prune) if timeouts is None else timeouts
     left = m.ttft_ms - shifts
     clear = ((left >= upper[:, None]) | (left < lower[:, None]) | (sw == 0)).all(axis=1)
     clear &= np.array([s is None for s in servers])
@@ -386,7 +562,10 @@ def curves(rtts: Rtts, loss: Sequence[float] | F64, servers: Sequence[Server], m
                         m, cells, DRAWN_PRUNE).totals()
         top = totals.quantiles((0.995,))[:, 0]
         xs = top[:, None] * np.linspace(0.0, 1.0, points)[None, :]
-        fs = totals.cdf(xs)
+        # read in blocks of cases of about the same loss, each with only the timeouts it has: a batch
+        # keeps every pattern any of its cases has (up to 34), a case 5 in the middle
+        fs = np.concatenate([totals.rows(slice(k, k + CURVE_BLOCK)).cdf(xs[k:k + CURVE_BLOCK])
+                             for k in range(0, len(part), CURVE_BLOCK)])
         out.update((i, (xs[k], fs[k])) for k, i in enumerate(part))
     return [out[i] for i in range(len(rtts))]
 

@@ -35,7 +35,8 @@ def _table(report: PeakReport) -> str:
     head = "".join(f"<th>{_e(c.head)}</th>" for c in shown)
     body = []
     for row in report.rows:
-        cells = "".join(f'<td class="num">{_e(c.cell(row))}</td>' if c.numeric
+        # a numeric cell is digits, signs, ".", "/", "×" and "—" (columns.py): nothing to escape
+        cells = "".join(f'<td class="num">{c.cell(row)}</td>' if c.numeric
                         else f"<td>{_e(c.cell(row))}</td>" for c in shown)
         cls = ' class="mismatch"' if row.line_mismatch else ""
         body.append(f"<tr{cls}>{cells}</tr>")

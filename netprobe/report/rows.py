@@ -140,12 +140,13 @@ class Profile(Sequence[HourProfile]):
     when read (a fleet's report has 24,000 of them; only JSON and HTML read them, and JSON takes
     its dicts straight from the columns). Equal to the tuple of its hours."""
 
-    __slots__ = ("_cols", "_i", "_made")
+    __slots__ = ("_cols", "_i", "_made", "_series")
 
     def __init__(self, cols: ProfileColumns, i: int) -> None:
         self._cols = cols
         self._i = i
         self._made: tuple[HourProfile, ...] | None = None
+        self._series: HourSeries | None = None
 
     def _hours(self) -> tuple[HourProfile, ...]:
         if self._made is None:
@@ -179,6 +180,23 @@ class Profile(Sequence[HourProfile]):
     def __repr__(self) -> str:
         return f"Profile({self._hours()!r})"
 
+    def series(self) -> HourSeries:
+        """The hours as columns, the values HourProfile objects would hold (made once: the profile
+        chart and the heatmap both read them)."""
+        if self._series is not None:
+            return self._series
+        c, day = self._cols, slice(self._i * 24, self._i * 24 + 24)
+        there = c.present[day]
+
+        def kept(values: Sequence[float | None]) -> list[float | None]:
+            return [v if h else None for v, h in zip(values, there, strict=True)]
+
+        self._series = HourSeries(range(24), kept(c.p5[day]), kept(c.p50[day]), kept(c.p95[day]),
+                                  [loss_pct(n, r) if h and n else None
+                                   for n, r, h in zip(c.sent[day], c.received[day], there, strict=True)],
+                                  [v if h else 0 for v, h in zip(c.rounds[day], there, strict=True)])
+        return self._series
+
     def dicts(self) -> list[dict[str, Any]]:
         """[p.to_dict() for p in self], from the columns."""
         c, base = self._cols, self._i * 24
@@ -193,6 +211,28 @@ class Profile(Sequence[HourProfile]):
                         "rtt_p95_ms": c.p95[k], "loss_pct": loss_pct(sent, c.received[k]) if sent else None,
                         "rounds": c.rounds[k]})
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class HourSeries:
+    """A 24-hour profile as columns (what HourProfile holds, hour by hour): what the charts read, without
+    an object per hour."""
+
+    hours: Sequence[int]
+    p5: Sequence[float | None]
+    p50: Sequence[float | None]
+    p95: Sequence[float | None]
+    loss_pct: Sequence[float | None]
+    rounds: Sequence[int]
+
+
+def hour_series(profile: Sequence[HourProfile]) -> HourSeries:
+    """The profile's columns: a Profile's straight from its agent's columns."""
+    if isinstance(profile, Profile):
+        return profile.series()
+    return HourSeries([p.hour for p in profile], [p.rtt_p5_ms for p in profile],
+                      [p.rtt_p50_ms for p in profile], [p.rtt_p95_ms for p in profile],
+                      [p.loss_pct for p in profile], [p.rounds for p in profile])
 
 
 def profile_dicts(profile: Sequence[HourProfile]) -> list[dict[str, Any]]:

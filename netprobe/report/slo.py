@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from netprobe.budget.attainment import (
-    DRAWN_CELLS,
-    DRAWN_PRUNE,
     F64,
     GRID_CELLS,
     PRUNE,
@@ -23,6 +21,7 @@ from netprobe.budget.attainment import (
     SloModel,
     attainments,
     curves,
+    drawn_attainments,
     outcomes,
 )
 from netprobe.stats import LogNormal
@@ -86,14 +85,17 @@ def _cases(w: Window, rows: Sequence[int]) -> tuple[list[int], Rtts, F64]:
     return have, Rtts(values, w.pos[have]), loss
 
 
-def _attain(req: SloRequest, w: Window, rows: Sequence[int], servers: Sequence[Server],
-            cells: int = GRID_CELLS, prune: float = PRUNE) -> dict[int, float]:
-    """In slices of rows, so a fleet's every hour of day (24 cases a target) is never copied at once."""
+def _attain(req: SloRequest, w: Window, rows: Sequence[int], servers: Sequence[Server], drawn: bool = False
+            ) -> dict[int, float]:
+    """In slices of rows, so a fleet's every hour of day (24 cases a target) is never copied at once.
+    `drawn`: for a chart (drawn_attainments: DRAWN_CELLS, DRAWN_PRUNE)."""
     out: dict[int, float] = {}
     pick = dict(zip(rows, servers, strict=True))
     for k in range(0, len(rows), SLICE):
         have, rtts, loss = _cases(w, rows[k:k + SLICE])
-        got = attainments(rtts, loss, [pick[i] for i in have], req.model, cells, prune)
+        mine = [pick[i] for i in have]
+        got = drawn_attainments(rtts, loss, mine, req.model) if drawn else \
+            attainments(rtts, loss, mine, req.model, GRID_CELLS, PRUNE)
         out.update(zip(have, got.tolist(), strict=True))
     return out
 
@@ -123,7 +125,7 @@ def series_slo(req: SloRequest, peak: Window, offpeak: Window | None, each_hour:
     hours: dict[int, list[float | None]] = {}
     if req.hours and each_hour is not None:
         got = _attain(req, each_hour, [i * 24 + h for i in rows for h in range(24)],
-                      [s for s in servers for _ in range(24)], DRAWN_CELLS, DRAWN_PRUNE)
+                      [s for s in servers for _ in range(24)], drawn=True)
         hours = {i: [got.get(i * 24 + h) for h in range(24)] for i in rows}
     return {i: SloFigures(req.model.ttft_ms, at_peak.get(i), off.get(i), tuple(hours.get(i, ())), source[k],
                           outs.get(i), drawn.get(i, ()))

@@ -9,9 +9,10 @@ import math
 from collections.abc import Sequence
 from functools import lru_cache
 from html import escape
+from typing import cast
 
 from .line_comparison import LineFigures
-from .rows import HourProfile, PeakRow
+from .rows import HourSeries, PeakRow, hour_series
 from .windows import HourWindow
 
 BAND = "#9ecae1"          # P5–P95 smoke
@@ -88,17 +89,18 @@ def nice_max(v: float) -> float:
     return next(m * base for m in (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0) if m * base >= v)
 
 
-def _runs(profile: Sequence[HourProfile]) -> list[list[HourProfile]]:
-    """Consecutive hours with data: the band and the line break where an hour has none."""
-    runs: list[list[HourProfile]] = []
-    current: list[HourProfile] = []
-    for p in profile:
-        if p.rtt_p50_ms is None or p.rtt_p5_ms is None or p.rtt_p95_ms is None:
+def _runs(hours: HourSeries) -> list[list[int]]:
+    """Consecutive hours with data (their places in the series): the band and the line break where an
+    hour has none."""
+    runs: list[list[int]] = []
+    current: list[int] = []
+    for k, (p5, p50, p95) in enumerate(zip(hours.p5, hours.p50, hours.p95, strict=True)):
+        if p50 is None or p5 is None or p95 is None:
             if current:
                 runs.append(current)
             current = []
         else:
-            current.append(p)
+            current.append(k)
     if current:
         runs.append(current)
     return runs
@@ -154,14 +156,26 @@ def _profile_axis(width: int, height: int) -> str:
     return "".join(body)
 
 
+@lru_cache(maxsize=64)
+def _pairs(n: int) -> str:
+    """A %-format of n "x,y" points, x given as text and y as a number (num's one decimal)."""
+    return " ".join(["%s,%.1f"] * n)
+
+
+@lru_cache(maxsize=64)
+def _points(n: int) -> str:
+    """A %-format of n "x,y" points given as numbers (num's one decimal)."""
+    return " ".join(["%.1f,%.1f"] * n)
+
+
 def profile_chart(row: PeakRow, window: HourWindow, offpeak: HourWindow, width: int = 660,
                   height: int = 250) -> str:
     """Median RTT by local hour with the P5–P95 band, peak and off-peak hours shaded."""
     left, right, top, bottom = _PROFILE_BOX
     pw, ph = width - left - right, height - top - bottom
     slot = pw / 24
-    profile = row.profile
-    highs = [p.rtt_p95_ms for p in profile if p.rtt_p95_ms is not None]
+    series = hour_series(row.profile)       # columns: no object per hour
+    highs = [v for v in series.p95 if v is not None]
     y_top = nice_max(max(highs) * 1.05) if highs else 1.0
     xs = _profile_xs(width)
 
@@ -171,6 +185,7 @@ def profile_chart(row: PeakRow, window: HourWindow, offpeak: HourWindow, width: 
     def y(v: float) -> float:
         return top + ph - v / y_top * ph
 
+    base = top + ph
     line = f" ({row.line})" if row.line else ""
     if row.line_mismatch:
         line = f" ({row.line}, detected {row.detected_line})"
@@ -180,19 +195,20 @@ def profile_chart(row: PeakRow, window: HourWindow, offpeak: HourWindow, width: 
             svg_text(width - right, 18, f"RTT ms by local hour ({row.timezone}), {row.rtt_probe or 'no RTT'}",
                      anchor="end"),
             _profile_shades(window, offpeak, width, height), _profile_grid(y_top, width, height)]
-    for run in _runs(profile):
+    hour, p5, p50, p95 = series.hours, cast(list[float], series.p5), cast(list[float], series.p50), \
+        cast(list[float], series.p95)        # a run's hours have all three
+    for run in _runs(series):
         if len(run) == 1:      # one hour alone: a short bar and a dot
-            p = run[0]
-            assert p.rtt_p5_ms is not None and p.rtt_p95_ms is not None and p.rtt_p50_ms is not None
-            body.append(rect(x(p.hour) - slot / 4, y(p.rtt_p95_ms), slot / 2,
-                              y(p.rtt_p5_ms) - y(p.rtt_p95_ms), BAND))
-            body.append(f'<circle cx="{xs[p.hour]}" cy="{num(y(p.rtt_p50_ms))}" r="3" '
+            k = run[0]
+            body.append(rect(x(hour[k]) - slot / 4, y(p95[k]), slot / 2, y(p5[k]) - y(p95[k]), BAND))
+            body.append(f'<circle cx="{xs[hour[k]]}" cy="{num(y(p50[k]))}" r="3" '
                         f'fill="{MEDIAN}"/>')
             continue
-        upper = [f"{xs[p.hour]},{num(y(p.rtt_p95_ms or 0.0))}" for p in run]
-        lower = [f"{xs[p.hour]},{num(y(p.rtt_p5_ms or 0.0))}" for p in reversed(run)]
-        body.append(f'<polygon points="{" ".join(upper + lower)}" fill="{BAND}" stroke="none"/>')
-        mid = " ".join(f"{xs[p.hour]},{num(y(p.rtt_p50_ms or 0.0))}" for p in run)
+        # "x,y" pairs in one %-format each: the text num() and f-strings made, point by point
+        band = [v for k in run for v in (xs[hour[k]], base - p95[k] / y_top * ph)]
+        band += [v for k in reversed(run) for v in (xs[hour[k]], base - p5[k] / y_top * ph)]
+        body.append(f'<polygon points="{_pairs(len(run) * 2) % tuple(band)}" fill="{BAND}" stroke="none"/>')
+        mid = _pairs(len(run)) % tuple(v for k in run for v in (xs[hour[k]], base - p50[k] / y_top * ph))
         body.append(f'<polyline points="{mid}" fill="none" stroke="{MEDIAN}" stroke-width="2.5" '
                     f'stroke-linejoin="round"/>')
     if not highs:
@@ -214,18 +230,23 @@ def loss_heatmap(rows: Sequence[PeakRow], window: HourWindow, cell: int = 24) ->
             body.append(rect(label_w + h * cell, top - 8, cell, 4, PEAK_SHADE))
         body.append(svg_text(label_w + (h + 0.5) * cell, top - 12, f"{h:02d}", anchor="middle", size=9))
     # each cell as rect(label_w + hour·cell + 1, yy + 1, cell − 2, row_h − 2, colour, tip) makes it
-    xs = [num(label_w + h * cell + 1) for h in range(24)]
+    heads = [f'<rect x="{num(label_w + h * cell + 1)}' for h in range(24)]
+    clocks = [f" {h:02d}:00: " for h in range(24)]
     size = f'width="{num(max(cell - 2, 0.0))}" height="{num(max(row_h - 2, 0.0))}"'
+    add = body.append
     for i, row in enumerate(rows):
         yy = top + i * row_h
         label = f"{row.agent} → {row.target}"
-        body.append(svg_text(label_w - 8, yy + row_h * 0.7, label, anchor="end", size=11))
+        add(svg_text(label_w - 8, yy + row_h * 0.7, label, anchor="end", size=11))
         at = f'" y="{num(yy + 1)}" {size} fill="'
-        who = _t(label)             # the rest of a tip is digits and plain words: nothing to escape
-        for p in row.profile:
-            what = "no data" if p.loss_pct is None else f"{p.loss_pct:.3f} % loss, {p.rounds} rounds"
-            body.append(f'<rect x="{xs[p.hour]}{at}{loss_colour(p.loss_pct)}"><title>{who} '
-                        f"{p.hour:02d}:00: {what}</title></rect>")
+        tip = f'"><title>{_t(label)}'   # the rest of a tip is digits and plain words: nothing to escape
+        series = hour_series(row.profile)
+        for h, loss, rounds in zip(series.hours, series.loss_pct, series.rounds, strict=True):
+            if loss is None:
+                add(f"{heads[h]}{at}{NO_DATA}{tip}{clocks[h]}no data</title></rect>")
+            else:
+                add(f"{heads[h]}{at}{loss_colour(loss)}{tip}{clocks[h]}{loss:.3f} % loss, {rounds} rounds"
+                    "</title></rect>")
     ly = top + row_h * len(rows) + 18
     lx = label_w
     body.append(svg_text(lx - 8, ly + 11, "loss %", anchor="end", size=10))
@@ -316,37 +337,56 @@ SLO_MET = "#1a9850"       # an hour at or above the attainment goal
 SLO_MISSED = "#e34a33"
 
 
+_HOURS_BOX = (52.0, 14.0, 30.0, 30.0)        # left, right, top, bottom
+
+
+@lru_cache(maxsize=16)
+def _hours_frame(window: HourWindow, ttft_ms: float | None, width: int, height: int
+                 ) -> tuple[str, str, tuple[str, ...], str]:
+    """What every attainment chart of a size draws the same: the background, the text and grid after
+    the title, each hour's bar head (x, y=), and the hour axis; the same text as drawn per chart."""
+    left, right, top, bottom = _HOURS_BOX
+    pw, ph = width - left - right, height - top - bottom
+    slot = pw / 24
+    target = f"first token ≤ {ttft_ms:g} ms" if ttft_ms is not None else "no SLO"
+    mid = [svg_text(width - right, 18, f"requests within the SLO, % ({target}), by local hour", anchor="end")]
+    mid += [rect(left + h * slot, top, slot, ph, PEAK_SHADE) for h in window.hours]
+    for tick in (0, 50, 100):
+        yv = top + ph - tick / 100 * ph
+        mid.append(f'<line x1="{num(left)}" x2="{num(left + pw)}" y1="{num(yv)}" y2="{num(yv)}" '
+                   f'stroke="{GRID}" stroke-width="1"/>')
+        mid.append(svg_text(left - 6, yv + 4, f"{tick}", anchor="end", size=10))
+    heads = tuple(f'<rect x="{num(left + h * slot + 2)}" y="' for h in range(24))
+    axis = "".join(svg_text(left + (h + 0.5) * slot, top + ph + 14, f"{h:02d}", anchor="middle", size=10)
+                   for h in range(0, 24, 3))
+    return rect(0, 0, width, height, "#ffffff"), "".join(mid), heads, axis
+
+
 def attainment_hours(row: PeakRow, window: HourWindow, goal: float = 95.0, width: int = 660,
                      height: int = 170) -> str:
     """The share of requests within the SLO by local hour (the evening dip), peak hours shaded; bars
     green at or above `goal` %, red below; the axis starts at 0 so a dip is seen at its true size."""
     slo = row.slo
-    left, right, top, bottom = 52.0, 14.0, 30.0, 30.0
+    left, right, top, bottom = _HOURS_BOX
     pw, ph = width - left - right, height - top - bottom
     slot = pw / 24
     hours = slo.hours if slo is not None else ()
     title = f"{row.agent} → {row.target}" + (f" ({row.line})" if row.line else "")
-    target = f"first token ≤ {slo.ttft_ms:g} ms" if slo is not None else "no SLO"
-    body = [rect(0, 0, width, height, "#ffffff"),
-            svg_text(left, 18, title, size=13, fill="#222222", weight="bold"),
-            svg_text(width - right, 18, f"requests within the SLO, % ({target}), by local hour",
-                     anchor="end")]
-    body += [rect(left + h * slot, top, slot, ph, PEAK_SHADE) for h in window.hours]
-    for tick in (0, 50, 100):
-        yv = top + ph - tick / 100 * ph
-        body.append(f'<line x1="{num(left)}" x2="{num(left + pw)}" y1="{num(yv)}" y2="{num(yv)}" '
-                    f'stroke="{GRID}" stroke-width="1"/>')
-        body.append(svg_text(left - 6, yv + 4, f"{tick}", anchor="end", size=10))
+    ttft = slo.ttft_ms if slo is not None else None
+    background, mid, heads, axis = _hours_frame(window, ttft, width, height)
+    body = [background, svg_text(left, 18, title, size=13, fill="#222222", weight="bold"), mid]
+    # each bar as rect(left + h·slot + 2, top + ph − bar, slot − 4, max(bar, 1), colour, tip) draws it
+    size = f'" width="{num(max(slot - 4, 0.0))}" height="'
+    base = top + ph
     for h, got in enumerate(hours):
         if got is None:
             continue
         bar = got / 100 * ph
-        body.append(rect(left + h * slot + 2, top + ph - bar, slot - 4, max(bar, 1.0),
-                          SLO_MET if got >= goal else SLO_MISSED, tip=f"{h:02d}:00 {got:.1f} %"))
+        body.append(f'{heads[h]}{base - bar:.1f}{size}{max(bar, 1.0):.1f}" fill="'
+                    f'{SLO_MET if got >= goal else SLO_MISSED}"><title>{h:02d}:00 {got:.1f} %</title></rect>')
     if not any(v is not None for v in hours):
         body.append(svg_text(left + pw / 2, top + ph / 2, "no RTT measurements", anchor="middle"))
-    body += [svg_text(left + (h + 0.5) * slot, top + ph + 14, f"{h:02d}", anchor="middle", size=10)
-             for h in range(0, 24, 3)]
+    body.append(axis)
     return _svg(width, height, f"SLO attainment by hour of {title}", body)
 
 
@@ -368,13 +408,15 @@ def e2e_curves(rows: Sequence[PeakRow], width: int = 900, height: int = 300) -> 
                     f'stroke="{GRID}" stroke-width="1"/>')
         body.append(svg_text(left - 6, yv + 4, f"{v}", anchor="end", size=10))
     xt = left + ttft / x_top * pw
+    base = top + ph
     body.append(f'<line x1="{num(xt)}" x2="{num(xt)}" y1="{num(top)}" y2="{num(top + ph)}" '
                 f'stroke="#222222" stroke-width="1.5" stroke-dasharray="4 3"/>')
     body.append(svg_text(xt + 4, top + 12, f"SLO {ttft:g} ms", size=10, fill="#222222"))
     for k, r in enumerate(shown):
         assert r.slo is not None
         colour = line_colour(r.line or "other")
-        pts = " ".join(f"{num(left + x / x_top * pw)},{num(top + ph - f * ph)}" for x, f in r.slo.curve)
+        pts = _points(len(r.slo.curve)) % tuple(v for x, f in r.slo.curve for v in (left + x / x_top * pw,
+                                                                                 base - f * ph))
         body.append(f'<polyline points="{pts}" fill="none" stroke="{colour}" stroke-width="2"/>')
         got = r.slo.attainment_pct
         body.append(rect(left + pw + 12, top + k * 16, 10, 10, colour))

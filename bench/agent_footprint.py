@@ -115,6 +115,9 @@ while time.monotonic() < end:
         urllib.request.urlopen(url, timeout=5).read()
         ok += 1
     except OSError:
+        if not ok:  # the agent is still starting: its exporter listens once the store is open
+            time.sleep(0.5)
+            continue
         failed += 1
     time.sleep(every)
 done()

@@ -25,7 +25,7 @@ from netprobe.sinks.pipeline import Pipeline
 from netprobe.store import Store, open_store
 from netprobe.store.envelopes import Envelope, envelope_of
 from netprobe.store.upkeep import upkeep_loop
-from netprobe.times import set_timer_slack, timer_slack_for
+from netprobe.times import set_timer_slack, timer_slack, timer_slack_for
 
 if TYPE_CHECKING:
     from netprobe.agent.uplink import Uplink
@@ -149,7 +149,10 @@ class Agent:
 
             alerts = alerting(cfg.alerts, cfg.notifiers, agent_id=cfg.agent.id)  # reads notifier secrets
         jobs = self._jobs()
-        slack = self._set_timer_slack(jobs)  # before the store's worker threads, which inherit it
+        # Set before the store's worker threads, which inherit it; given back when the agent stops, so
+        # an agent run in-process (tests) leaves no slack to the processes its caller starts later.
+        stack.callback(set_timer_slack, timer_slack())
+        slack = self._set_timer_slack(jobs)
         self.store = store = await open_store(self.db_url, sqlite_cache_kib=SQLITE_CACHE_KIB)
         stack.push_async_callback(store.close)
         ctx = ProbeContext(resolver=Resolver(refresh=cfg.resolver.refresh))

@@ -37,7 +37,7 @@ from netprobe.probes.base import (
 from netprobe.probes.results import ProbeResult
 from netprobe.stats import jitter, loss_pct
 from netprobe.store import open_store
-from netprobe.times import utc_now
+from netprobe.times import timer_slack, utc_now
 from tests.support.target_page import table
 
 # -- the toy probe: what a new probe module holds ------------------------------------------------------
@@ -141,7 +141,9 @@ def test_toy_probe_runs_config_to_report(toy: None, tmp_path: Path) -> None:
     assert isinstance(config.probe_settings(target, "toy"), ToySettings)
 
     started = time.monotonic()
+    slack = timer_slack()
     assert asyncio.run(Agent(cfg, config, duration=2.5).run()) == 0
+    assert timer_slack() == slack   # the agent's timer slack is given back: children started later inherit it
     assert time.monotonic() - started < 30
 
     hour = utc_now().hour    # the agent's zone is UTC: a window around now holds every round

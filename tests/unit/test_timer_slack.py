@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 from pathlib import Path
 
@@ -12,8 +11,6 @@ from netprobe.config.agent import load_config
 from netprobe.errors import ConfigError
 from netprobe.times import set_timer_slack, timer_slack, timer_slack_for
 
-linux = pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_TIMERSLACK is Linux's")
-
 
 def test_the_slack_is_at_most_a_tenth_of_the_shortest_interval() -> None:
     assert timer_slack_for(0.02, None) == 0.02
@@ -22,7 +19,6 @@ def test_the_slack_is_at_most_a_tenth_of_the_shortest_interval() -> None:
     assert timer_slack_for(0.0, 0.05) == 0.0
 
 
-@linux
 def test_set_on_a_thread_and_inherited_by_the_threads_it_starts() -> None:
     seen: dict[str, float] = {}
 

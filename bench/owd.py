@@ -50,9 +50,18 @@ CLK = os.sysconf("SC_CLK_TCK")
 
 
 def _cpu_s(pid: int) -> float:
-    """utime + stime of `pid` and of its living children (the reflector's process), recursively."""
+    """CPU time of `pid` and of its living children (the reflector's process), recursively.
+
+    utime + stime count in clock ticks (10 ms): a short run on a fast machine can read 0 for a process
+    that did run. Its living threads' schedstat is in ns, but misses threads that have ended; both are
+    lower bounds, so the larger is taken."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    total = (int(fields[11]) + int(fields[12])) / CLK
+    ticks = (int(fields[11]) + int(fields[12])) / CLK
+    on_cpu = 0.0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            on_cpu += int((task / "schedstat").read_text().split()[0]) / 1e9
+    total = max(ticks, on_cpu)
     for task in Path(f"/proc/{pid}/task").iterdir():
         for child in (task / "children").read_text().split():
             with contextlib.suppress(OSError):

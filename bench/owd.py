@@ -57,16 +57,14 @@ def _cpu_s(pid: int) -> float:
     lower bounds, so the larger is taken."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     ticks = (int(fields[11]) + int(fields[12])) / CLK
-    on_cpu = 0.0
+    on_cpu = children = 0.0
     for task in Path(f"/proc/{pid}/task").iterdir():
         with contextlib.suppress(OSError):
             on_cpu += int((task / "schedstat").read_text().split()[0]) / 1e9
-    total = max(ticks, on_cpu)
-    for task in Path(f"/proc/{pid}/task").iterdir():
         for child in (task / "children").read_text().split():
             with contextlib.suppress(OSError):
-                total += _cpu_s(int(child))
-    return total
+                children += _cpu_s(int(child))
+    return max(ticks, on_cpu) + children
 
 
 async def _sse_streams(port: int, streams: int, seconds: float) -> None:

@@ -320,12 +320,17 @@ async def compute(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | 
         pairs = sorted({(r.agent, r.target) for r in rows})
         lines, back = await asyncio.gather(fleet.detected_lines(store, pairs, now),
                                            fleet.detected_lines(store, pairs, now, "return"))
-    rows = [replace(r, detected_line=lines[(r.agent, r.target)].label) if (r.agent, r.target) in lines else r
-            for r in rows]
-    rows = [replace(r, return_line=back[(r.agent, r.target)].label) if (r.agent, r.target) in back else r
-            for r in rows]
+    if lines or back:       # one copy of a row for both directions (a fleet has 1,000 rows)
+        rows = [_with_lines(r, lines.get((r.agent, r.target)), back.get((r.agent, r.target))) for r in rows]
     return PeakReport(rows=rank_rows(rows), days=days, window=win, offpeak=off, generated_at=now,
                       agent=agent, region=region, warnings=warnings, slo=slo)
+
+
+def _with_lines(row: PeakRow, out: fleet.DetectedLine | None, back: fleet.DetectedLine | None) -> PeakRow:
+    if out is None and back is None:
+        return row
+    return replace(row, detected_line=out.label if out is not None else row.detected_line,
+                   return_line=back.label if back is not None else row.return_line)
 
 
 async def peak_rows(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | str = DEFAULT_WINDOW,

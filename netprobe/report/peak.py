@@ -21,6 +21,7 @@ from netprobe.store.reads import Source
 from netprobe.store.rollups import rollup_figures
 from netprobe.times import iso, utc_now
 
+from .offload import Offload
 from .ranking import RULE, rank_rows
 from .rows import (
     Degradation,
@@ -33,7 +34,7 @@ from .rows import (
     figure_probes,
     rtt_probes,
 )
-from .slo import SloRequest, measured_server, series_slo
+from .slo import SloFigures, SloJob, SloRequest, measured_server, slo_figures, slo_job
 
 if TYPE_CHECKING:
     from netprobe.store.hour_arrays import HourArrays, Window
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 from .windows import DEFAULT_OFFPEAK, DEFAULT_WINDOW, HourWindow, LocalDays, last_days, window_of, zone_of
 
 DEFAULT_DAYS = 7
+OFFLOAD_SERIES = 400        # agents × targets from which the SLO figures go to a worker (a fleet has 1,000)
 
 
 # repr=False: asyncio.run's clean-up formats its SIGINT handler, which holds the main task and so
@@ -188,8 +190,9 @@ def _profiles(arrays: HourArrays) -> ProfileColumns:
 
 def _agent_rows(agent: fleet.AgentInfo, zone: ZoneInfo, targets: Mapping[str, fleet.TargetInfo],
                 by_probe: Mapping[str, HourArrays], window: HourWindow, offpeak: HourWindow | None,
-                slo: SloRequest | None = None) -> list[PeakRow]:
-    """The rows of one agent: each probe's windows merged for all its series at once."""
+                slo: SloRequest | None = None, pending: _Slo | None = None) -> list[PeakRow]:
+    """The rows of one agent: each probe's windows merged for all its series at once. With `slo`, their
+    SLO figures are jobs handed to `pending`, and added to the rows when every agent's are done."""
     rtt_order = [p for p in rtt_probes() if p in by_probe]
     figures = figure_probes()          # once per agent: the registry is walked for each call
     figured = {p: [name for _, name in pairs] for p, pairs in figures.items()}
@@ -218,27 +221,43 @@ def _agent_rows(agent: fleet.AgentInfo, zone: ZoneInfo, targets: Mapping[str, fl
             worst_hour=_worst_hour(peak.merged, zone), degradation=_degradation(peak, off),
             profile=Profile(profiles[rtt_probe], i) if rtt_probe and i is not None and offpeak is not None
             else ()))
-    if slo is not None:
-        rows = _with_slo(rows, slo, by_probe, merged, index, offpeak is not None)
+    if slo is not None and pending is not None:
+        _slo_jobs(rows, slo, by_probe, merged, index, offpeak is not None, pending)
     return rows
 
 
-def _with_slo(rows: list[PeakRow], slo: SloRequest, by_probe: Mapping[str, HourArrays],
+def _slo_jobs(rows: list[PeakRow], slo: SloRequest, by_probe: Mapping[str, HourArrays],
               merged: Mapping[tuple[str, int], _Merged | None], index: Mapping[str, Mapping[str, int]],
-              offpeak: bool) -> list[PeakRow]:
-    """Each row's SLO attainment, every series of its RTT probe at once (report/slo.py)."""
-    out = list(rows)
-    for probe in {r.rtt_probe for r in rows if r.rtt_probe is not None}:
+              offpeak: bool, pending: _Slo) -> None:
+    """The rows' SLO figures, a job per RTT probe of every series of it (report/slo.py)."""
+    for probe in sorted({r.rtt_probe for r in rows if r.rtt_probe is not None}):
         peak, off = merged.get((probe, 0)), merged.get((probe, 1)) if offpeak else None
         if peak is None:
             continue
         mine = [(k, index[probe][r.target]) for k, r in enumerate(rows) if r.rtt_probe == probe]
-        figures = series_slo(slo, peak.window, off.window if off is not None else None,
-                             by_probe[probe].each_hour() if slo.hours else None, [i for _, i in mine],
-                             [measured_server(rows[k].peak.extra) for k, _ in mine])
-        for k, i in mine:
-            out[k] = replace(rows[k], slo=figures[i])
-    return out
+        job = slo_job(slo, peak.window, off.window if off is not None else None,
+                      by_probe[probe].each_hour() if slo.hours else None, [i for _, i in mine],
+                      [measured_server(rows[k].peak.extra) for k, _ in mine])
+        pending.add(job, {i: (rows[k].agent, rows[k].target) for k, i in mine})
+
+
+@dataclass(slots=True)
+class _Slo:
+    """The SLO figures of the rows made so far, being computed (here, or in the worker)."""
+
+    offload: Offload
+    jobs: list[tuple[dict[int, tuple[str, str]], asyncio.Future[dict[int, SloFigures]]]] = field(
+        default_factory=list)
+
+    def add(self, job: SloJob, keys: dict[int, tuple[str, str]]) -> None:
+        """`keys`: the (agent, target) of each of the job's series."""
+        self.jobs.append((keys, self.offload.run(slo_figures, job)))
+
+    async def results(self) -> dict[tuple[str, str], SloFigures]:
+        out: dict[tuple[str, str], SloFigures] = {}
+        for keys, job in self.jobs:
+            out.update((keys[i], got) for i, got in (await job).items())
+        return out
 
 
 async def _read_days(store: Source, agent: str, local: LocalDays, probes: Sequence[str],
@@ -267,12 +286,14 @@ async def compute(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | 
                   offpeak: HourWindow | str = DEFAULT_OFFPEAK, agent: str | None = None,
                   region: str | None = None, now: datetime | None = None,
                   peak_only: bool = False, slo: SloRequest | None = None,
-                  agent_ids: Collection[str] | None = None) -> PeakReport:
+                  agent_ids: Collection[str] | None = None, offload: bool = False) -> PeakReport:
     """The whole report: rows ranked within each region, ordered by region, rank, agent, target.
     Reads the prefix rollups: a few rows per series whatever `days` is (netprobe.store.prefix).
     `peak_only` (the budget): the peak window alone, without off-peak figures, profiles and
     detected lines, so only the window's hours are read. `agent_ids`: only these agents (the
-    dashboard: those of one time zone, whose last peak ends at one instant)."""
+    dashboard: those of one time zone, whose last peak ends at one instant). `offload`: a fleet's SLO
+    figures may be computed in a forked worker process (a command's own process may fork; a server's
+    should not)."""
     win, off = window_of(window, "--window"), window_of(offpeak, "--offpeak")
     if days < 1:
         raise ValueError(f"days must be at least 1, got {days}")
@@ -298,48 +319,59 @@ async def compute(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | 
 
     rows: list[PeakRow] = []
     warnings: list[str] = []
-    try:
-        for _ in range(store.parallel_reads):
-            launch()
-        while ahead:
-            info, pending = ahead.popleft()
-            launch()
-            zone, problem, grouped = await pending
-            if grouped and problem:
-                warnings.append(f"agent {info.id}: {problem}; its windows are taken in UTC")
-            rows += _agent_rows(info, zone, target_info, grouped, win, None if peak_only else off, slo)
-    finally:
-        tasks = [t for _, t in ahead]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
     lines: dict[tuple[str, str], fleet.DetectedLine] = {}
     back: dict[tuple[str, str], fleet.DetectedLine] = {}      # the way back
-    if not peak_only and rows:
-        # every agent's pairs at once: a few statements per direction, not a few per agent
-        pairs = sorted({(r.agent, r.target) for r in rows})
-        lines, back = await asyncio.gather(fleet.detected_lines(store, pairs, now),
-                                           fleet.detected_lines(store, pairs, now, "return"))
-    if lines or back:       # one copy of a row for both directions (a fleet has 1,000 rows)
-        rows = [_with_lines(r, lines.get((r.agent, r.target)), back.get((r.agent, r.target))) for r in rows]
+    # A fleet's SLO figures are computed in a worker process (report/offload.py) where the caller allows
+    # one: a command's own process, not a server's.
+    with Offload(offload and slo is not None and len(chosen) * len(target_info) >= OFFLOAD_SERIES) as worker:
+        figuring = _Slo(worker) if slo is not None else None
+        try:
+            for _ in range(store.parallel_reads):
+                launch()
+            while ahead:
+                info, pending = ahead.popleft()
+                launch()
+                zone, problem, grouped = await pending
+                if grouped and problem:
+                    warnings.append(f"agent {info.id}: {problem}; its windows are taken in UTC")
+                rows += _agent_rows(info, zone, target_info, grouped, win, None if peak_only else off, slo,
+                                    figuring)
+        finally:
+            tasks = [t for _, t in ahead]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if not peak_only and rows:
+            # every agent's pairs at once: a few statements per direction, not a few per agent
+            pairs = sorted({(r.agent, r.target) for r in rows})
+            lines, back = await asyncio.gather(fleet.detected_lines(store, pairs, now),
+                                               fleet.detected_lines(store, pairs, now, "return"))
+        figures = await figuring.results() if figuring is not None else {}
+    if lines or back or figures:       # one copy of a row for all three (a fleet has 1,000 rows)
+        rows = [_finished(r, lines.get(key), back.get(key), figures.get(key))
+                for r in rows for key in ((r.agent, r.target),)]
     return PeakReport(rows=rank_rows(rows), days=days, window=win, offpeak=off, generated_at=now,
                       agent=agent, region=region, warnings=warnings, slo=slo)
 
 
-def _with_lines(row: PeakRow, out: fleet.DetectedLine | None, back: fleet.DetectedLine | None) -> PeakRow:
-    if out is None and back is None:
+def _finished(row: PeakRow, out: fleet.DetectedLine | None, back: fleet.DetectedLine | None,
+              slo: SloFigures | None) -> PeakRow:
+    """The row with its detected lines and its SLO figures."""
+    if out is None and back is None and slo is None:
         return row
     return replace(row, detected_line=out.label if out is not None else row.detected_line,
-                   return_line=back.label if back is not None else row.return_line)
+                   return_line=back.label if back is not None else row.return_line,
+                   slo=slo if slo is not None else row.slo)
 
 
 async def peak_rows(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | str = DEFAULT_WINDOW,
                     offpeak: HourWindow | str = DEFAULT_OFFPEAK, agent: str | None = None,
                     region: str | None = None, now: datetime | None = None,
-                    peak_only: bool = False, slo: SloRequest | None = None) -> list[PeakRow]:
+                    peak_only: bool = False, slo: SloRequest | None = None, offload: bool = False
+                    ) -> list[PeakRow]:
     """Peak vs off-peak per agent × target over the last `days` local days (see windows.py for the
     exact rules), ranked within each region. `window`/`offpeak`: HourWindow or "20-23"-style text.
-    `peak_only`: as compute's."""
+    `peak_only`, `offload`: as compute's."""
     report = await compute(store, days, window, offpeak, agent=agent, region=region, now=now,
-                           peak_only=peak_only, slo=slo)
+                           peak_only=peak_only, slo=slo, offload=offload)
     return report.rows

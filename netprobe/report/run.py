@@ -70,7 +70,7 @@ async def _compute(db: str | None, days: int, window: HourWindow, offpeak: HourW
 
     store = await open_source(db)     # plain SQL, without SQLAlchemy, on a database at the head revision
     try:
-        return await compute(store, days, window, offpeak, agent=agent, region=region, slo=slo)
+        return await compute(store, days, window, offpeak, agent=agent, region=region, slo=slo, offload=True)
     finally:
         await store.close()
 

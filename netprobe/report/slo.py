@@ -85,48 +85,97 @@ def _cases(w: Window, rows: Sequence[int]) -> tuple[list[int], Rtts, F64]:
     return have, Rtts(values, w.pos[have]), loss
 
 
-def _attain(req: SloRequest, w: Window, rows: Sequence[int], servers: Sequence[Server], drawn: bool = False
-            ) -> dict[int, float]:
-    """In slices of rows, so a fleet's every hour of day (24 cases a target) is never copied at once.
-    `drawn`: for a chart (drawn_attainments: DRAWN_CELLS, DRAWN_PRUNE)."""
-    out: dict[int, float] = {}
+def servers_of(req: SloRequest, measured: Sequence[Server]) -> list[Server]:
+    return [req.server if req.server is not None else m for m in measured]
+
+
+# -- the job ------------------------------------------------------------------------------------------
+# An agent's SLO figures for one RTT probe are a job of plain arrays (SloJob): NumPy that holds the GIL
+# most of the time (a fleet's drawn figures took 0.33 s in two threads against 0.39 s in one), so at
+# fleet scale a worker process computes them while this one reads and merges the next agents
+# (report/offload.py). Nothing else reads them before the rows are done: the ranking does not.
+Cases = tuple[list[int], Rtts, F64, list[Server]]    # case keys, their RTTs, loss fractions and servers
+
+
+def _picked(w: Window, keys: Sequence[int], servers: Mapping[int, Server]) -> Cases:
+    have, rtts, loss = _cases(w, keys)
+    return have, rtts, loss, [servers[i] for i in have]
+
+
+def _slices(w: Window, keys: Sequence[int], servers: Mapping[int, Server]) -> tuple[Cases, ...]:
+    """In slices of SLICE keys, so that no window's every series (or every hour of day) is copied at
+    once; and cases of a shared server share a grid step within their slice, as they always have."""
+    return tuple(_picked(w, keys[k:k + SLICE], servers) for k in range(0, len(keys), SLICE))
+
+
+@dataclass(frozen=True, slots=True)
+class SloJob:
+    """The SLO figures of one agent's series of one probe, as plain arrays: picklable, all a worker
+    needs."""
+
+    req: SloRequest
+    rows: tuple[int, ...]                 # series indexes
+    sources: tuple[ServerSource, ...]     # per entry of rows
+    peak: tuple[Cases, ...]               # slices of rows
+    offpeak: tuple[Cases, ...]            # () without an off-peak window
+    whole_peak: Cases | None              # the peak's cases at once: outcomes and curves (when asked)
+    hours: tuple[Cases, ...] | None       # slices of the cases i·24 + h (when asked)
+
+    @property
+    def size(self) -> int:
+        """Cases, as a measure of the work."""
+        parts = (*self.peak, *self.offpeak, *(self.hours or ()),
+                 *((self.whole_peak,) if self.whole_peak is not None else ()))
+        return sum(len(c[0]) for c in parts)
+
+
+def slo_job(req: SloRequest, peak: Window, offpeak: Window | None, each_hour: Window | None,
+            rows: Sequence[int], measured: Sequence[Server]) -> SloJob:
+    """`each_hour`: series-major, row i·24 + h (None: no hours). `measured`: per entry of `rows`, the
+    server its openai-mode streams measured (None: none ran)."""
+    servers = servers_of(req, measured)
+    sources: tuple[ServerSource, ...] = tuple(
+        "given" if req.server is not None else "measured" if m is not None else "none" for m in measured)
     pick = dict(zip(rows, servers, strict=True))
-    for k in range(0, len(rows), SLICE):
-        have, rtts, loss = _cases(w, rows[k:k + SLICE])
-        mine = [pick[i] for i in have]
-        got = drawn_attainments(rtts, loss, mine, req.model) if drawn else \
-            attainments(rtts, loss, mine, req.model, GRID_CELLS, PRUNE)
+    at_peak = _slices(peak, rows, pick)
+    whole = None
+    if req.outcome or req.curve:
+        whole = at_peak[0] if len(at_peak) == 1 else _picked(peak, rows, pick)
+    hours = None
+    if req.hours and each_hour is not None:
+        keys = [i * 24 + h for i in rows for h in range(24)]
+        hours = _slices(each_hour, keys, {i * 24 + h: s for i, s in pick.items() for h in range(24)})
+    return SloJob(req, tuple(rows), sources, at_peak,
+                  _slices(offpeak, rows, pick) if offpeak is not None else (), whole, hours)
+
+
+def _attained(model: SloModel, slices: Sequence[Cases], drawn: bool = False) -> dict[int, float]:
+    """`drawn`: for a chart (drawn_attainments: DRAWN_CELLS, DRAWN_PRUNE)."""
+    out: dict[int, float] = {}
+    for have, rtts, loss, servers in slices:
+        got = drawn_attainments(rtts, loss, servers, model) if drawn else \
+            attainments(rtts, loss, servers, model, GRID_CELLS, PRUNE)
         out.update(zip(have, got.tolist(), strict=True))
     return out
 
 
-def series_slo(req: SloRequest, peak: Window, offpeak: Window | None, each_hour: Window | None,
-               rows: Sequence[int], measured: Sequence[Server]) -> dict[int, SloFigures]:
-    """Per series index in `rows`: its attainment at the peak (with the outcome when asked), off-peak
-    and per local hour (`each_hour`: series-major, row i·24 + h). `measured`: per entry of `rows`, the
-    server its openai-mode streams measured (None: none ran)."""
-    servers = [req.server if req.server is not None else m for m in measured]
-    source: list[ServerSource] = [
-        "given" if req.server is not None else "measured" if m is not None else "none" for m in measured]
-    at_peak = _attain(req, peak, rows, servers)
-    off = _attain(req, offpeak, rows, servers) if offpeak is not None else {}
+def slo_figures(job: SloJob) -> dict[int, SloFigures]:
+    """Per series of the job: its attainment at the peak (with the outcome when asked), off-peak, per
+    local hour and its peak's end-to-end curve (when asked). A top-level function of plain data, so a
+    worker process can run it."""
+    req = job.req
+    at_peak, off = _attained(req.model, job.peak), _attained(req.model, job.offpeak)
     outs: dict[int, Outcome] = {}
-    if req.outcome:
-        have, rtts, loss = _cases(peak, rows)
-        pick = dict(zip(rows, servers, strict=True))
-        outs = dict(zip(have, outcomes(rtts, loss, [pick[i] for i in have], req.model), strict=True))
-    drawn: dict[int, tuple[tuple[float, float], ...]] = {}
-    if req.curve:
-        have, rtts, loss = _cases(peak, rows)
-        pick = dict(zip(rows, servers, strict=True))
-        got_curves = curves(rtts, loss, [pick[i] for i in have], req.model)
-        drawn = {i: tuple(zip(xs.tolist(), fs.tolist(), strict=True)) for i, (xs, fs) in zip(have, got_curves,
-                                                                                               strict=True)}
-    hours: dict[int, list[float | None]] = {}
-    if req.hours and each_hour is not None:
-        got = _attain(req, each_hour, [i * 24 + h for i in rows for h in range(24)],
-                      [s for s in servers for _ in range(24)], drawn=True)
-        hours = {i: [got.get(i * 24 + h) for h in range(24)] for i in rows}
-    return {i: SloFigures(req.model.ttft_ms, at_peak.get(i), off.get(i), tuple(hours.get(i, ())), source[k],
-                          outs.get(i), drawn.get(i, ()))
-            for k, i in enumerate(rows)}
+    lines: dict[int, tuple[tuple[float, float], ...]] = {}
+    if job.whole_peak is not None:
+        have, rtts, loss, servers = job.whole_peak
+        if req.outcome:
+            outs = dict(zip(have, outcomes(rtts, loss, servers, req.model), strict=True))
+        if req.curve:
+            lines = {i: tuple(zip(xs.tolist(), fs.tolist(), strict=True))
+                     for i, (xs, fs) in zip(have, curves(rtts, loss, servers, req.model), strict=True)}
+    by_hour = _attained(req.model, job.hours, drawn=True) if job.hours is not None else {}
+    return {i: SloFigures(req.model.ttft_ms, at_peak.get(i), off.get(i),
+                          tuple(by_hour.get(i * 24 + h) for h in range(24)) if job.hours is not None else (),
+                          job.sources[k], outs.get(i), lines.get(i, ()))
+            for k, i in enumerate(job.rows)}

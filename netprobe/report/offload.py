@@ -1,0 +1,62 @@
+"""A second process for a report's CPU-bound side work: its SLO figures (report/slo.py's SloJob) are
+NumPy that holds the GIL most of the time — a fleet's drawn figures took 0.33 s in two threads against
+0.39 s in one — so one forked worker computes them on the other core while this process reads and
+merges the next agents. Only for a fleet: a fork and a pickle would cost a small report more than they
+save, and only in a command's own process (see peak.compute)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
+
+J = TypeVar("J")
+R = TypeVar("R")
+
+
+def _worker_start() -> None:
+    # Ctrl-C is the parent's to handle: it cancels what is queued, the worker ends its job and exits.
+    # The wake-up fd is the parent loop's socket, inherited by the fork: a signal here must not ring it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.set_wakeup_fd(-1)
+
+
+class Offload:
+    """With `enabled`, one worker forked on entering (before this process holds the report's data:
+    each page the parent writes after a fork is copied) runs the jobs; else they run inline. Leaving
+    cancels what has not started and lets the worker go."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> Offload:
+        if self.enabled:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            # what is buffered would be written twice: the fork copies it and the worker flushes at exit
+            sys.stdout.flush()
+            sys.stderr.flush()
+            self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"),
+                                             initializer=_worker_start)
+            self._pool.submit(int)          # the fork happens at the first job
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=exc[0] is None, cancel_futures=True)
+            self._pool = None
+
+    def run(self, fn: Callable[[J], R], job: J) -> asyncio.Future[R]:
+        """fn(job), in the worker or here: a future of its result, to await on the running loop."""
+        if self._pool is not None:
+            return asyncio.wrap_future(self._pool.submit(fn, job))
+        done: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        done.set_result(fn(job))
+        return done

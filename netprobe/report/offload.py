@@ -10,10 +10,10 @@ import asyncio
 import signal
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 J = TypeVar("J")
 R = TypeVar("R")
@@ -53,10 +53,31 @@ class Offload:
             self._pool.shutdown(wait=exc[0] is None, cancel_futures=True)
             self._pool = None
 
-    def run(self, fn: Callable[[J], R], job: J) -> asyncio.Future[R]:
-        """fn(job), in the worker or here: a future of its result, to await on the running loop."""
+    def run(self, fn: Callable[[J], R], job: J) -> Pending[R]:
+        """fn(job), handed to the worker (or run here now): its result when awaited."""
         if self._pool is not None:
-            return asyncio.wrap_future(self._pool.submit(fn, job))
-        done: asyncio.Future[R] = asyncio.get_running_loop().create_future()
-        done.set_result(fn(job))
-        return done
+            return Pending(fn, job, self._pool.submit(fn, job))
+        return Pending(fn, job, None)
+
+
+class Pending(Generic[R]):
+    """A job's result. Awaited, a job the worker has not started yet is taken back and run here: a
+    command that has read everything then shares the rest with the worker instead of waiting (the
+    budget's SLO figures were 0.9 s of waiting for the worker) — awaited last first, so the two work
+    from the queue's two ends."""
+
+    __slots__ = ("_fn", "_future", "_job", "_value")
+
+    def __init__(self, fn: Callable[[J], R], job: J, future: Future[R] | None) -> None:
+        self._future = future
+        if future is None:
+            self._value = fn(job)
+        else:
+            self._fn, self._job = fn, job
+
+    async def result(self) -> R:
+        if self._future is None:
+            return self._value
+        if self._future.cancel():           # not started: the worker will not run it
+            return self._fn(self._job)
+        return await asyncio.wrap_future(self._future)

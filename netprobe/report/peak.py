@@ -21,7 +21,7 @@ from netprobe.store.reads import Source
 from netprobe.store.rollups import rollup_figures
 from netprobe.times import iso, utc_now
 
-from .offload import Offload
+from .offload import Offload, Pending
 from .ranking import RULE, rank_rows
 from .rows import (
     Degradation,
@@ -246,7 +246,7 @@ class _Slo:
     """The SLO figures of the rows made so far, being computed (here, or in the worker)."""
 
     offload: Offload
-    jobs: list[tuple[dict[int, tuple[str, str]], asyncio.Future[dict[int, SloFigures]]]] = field(
+    jobs: list[tuple[dict[int, tuple[str, str]], Pending[dict[int, SloFigures]]]] = field(
         default_factory=list)
 
     def add(self, job: SloJob, keys: dict[int, tuple[str, str]]) -> None:
@@ -255,8 +255,8 @@ class _Slo:
 
     async def results(self) -> dict[tuple[str, str], SloFigures]:
         out: dict[tuple[str, str], SloFigures] = {}
-        for keys, job in self.jobs:
-            out.update((keys[i], got) for i, got in (await job).items())
+        for keys, job in reversed(self.jobs):      # last first: those the worker has not started run here
+            out.update((keys[i], got) for i, got in (await job.result()).items())
         return out
 
 

@@ -80,4 +80,9 @@ class Pending(Generic[R]):
             return self._value
         if self._future.cancel():           # not started: the worker will not run it
             return self._fn(self._job)
-        return await asyncio.wrap_future(self._future)
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            return await asyncio.wrap_future(self._future)
+        except BrokenProcessPool:           # the worker died (killed, out of memory): done here instead
+            return self._fn(self._job)

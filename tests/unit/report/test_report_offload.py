@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -84,18 +85,28 @@ def test_a_worker_error_is_the_reports(url: str, monkeypatch: pytest.MonkeyPatch
 
 
 def _slow(path: str) -> int:
-    Path(path).touch()
+    Path(path).write_text(str(os.getpid()))
     time.sleep(0.3)
     return os.getpid()
+
+
+def _wait_started(path: Path) -> int:
+    """The pid of the process that began the job writing `path`."""
+    deadline = time.monotonic() + 30
+    while not path.exists() or not path.read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    return int(path.read_text())
+
+
+async def _started(path: Path) -> int:
+    return await asyncio.to_thread(_wait_started, path)
 
 
 async def _share(tmp_path: Path) -> list[int]:
     with Offload(True) as offload:
         jobs = [offload.run(_slow, str(tmp_path / f"started-{k}")) for k in range(6)]
-        deadline = time.monotonic() + 30
-        while not (tmp_path / "started-0").exists():     # the worker has begun the first
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.01)
+        await _started(tmp_path / "started-0")           # the worker has begun the first
         return [await job.result() for job in reversed(jobs)]
 
 
@@ -104,3 +115,14 @@ def test_jobs_the_worker_has_not_started_run_here(tmp_path: Path) -> None:
     assert pids[0] == os.getpid()                       # the last job: taken back
     assert pids[-1] != os.getpid()                      # the first: the worker's
     assert len(set(pids)) == 2
+
+
+async def _killed(tmp_path: Path) -> list[int]:
+    with Offload(True) as offload:
+        jobs = [offload.run(_slow, str(tmp_path / f"started-{k}")) for k in range(4)]
+        os.kill(await _started(tmp_path / "started-0"), signal.SIGKILL)
+        return [await job.result() for job in jobs]
+
+
+def test_a_dead_worker_loses_no_job(tmp_path: Path) -> None:
+    assert asyncio.run(_killed(tmp_path)) == [os.getpid()] * 4

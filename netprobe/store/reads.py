@@ -205,7 +205,9 @@ class Reader:
             import asyncpg
 
             dsn, timeout = _connect_timeout(self._target)
-            pg = await asyncpg.connect(dsn, timeout=timeout)
+            # no named prepared statements: they break behind PgBouncer's transaction pooling, and a
+            # report runs each statement a few times at most
+            pg = await asyncpg.connect(dsn, timeout=timeout, statement_cache_size=0)
             self._open.append(pg)
             for kind in ("json", "jsonb"):       # decoded, as psycopg (the Store's driver) has them
                 await pg.set_type_codec(kind, encoder=_json_text, decoder=orjson.loads, schema="pg_catalog")

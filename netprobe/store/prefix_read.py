@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
+from functools import cache
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
@@ -112,21 +113,30 @@ async def local_days(conn: Conn, agent_id: str, zone: ZoneInfo, first: date, now
             firsts[key] = utc(first_fu)
 
     # Which rows to read, per series: L (sums + extremes at its day), B (sums before the first day),
-    # R (extremes of the 2^k days starting at the first day).
+    # R (extremes of the 2^k days starting at the first day). The series of an agent share a few
+    # instants (its folds' ends): each is taken to local time once.
+    @cache
+    def day_of(fu: datetime) -> date:
+        return _day_of(fu, zone)
+
+    @cache
+    def midnight_of(day: date) -> datetime:
+        return midnight(day, zone)
+
     plan: dict[tuple[str, str], dict[str, Any]] = {}
     for key, fu_last in lasts.items():
         if fu_last <= start:
             continue                  # folded only up to before these days: all from hourly rows
-        d_last = _day_of(fu_last, zone)
+        d_last = day_of(fu_last)
         d_first = first
         fu_before = befores.get(key)
         if fu_before is None:         # no data before the first day: start at the series' first day
-            d_first = max(first, _day_of(firsts[key], zone))
+            d_first = max(first, day_of(firsts[key]))
         n = (d_last - d_first).days + 1
         if n < 1 or not covers(n):
             continue
         k = level_for(n)
-        fu_r = midnight(d_first + timedelta(days=(1 << k)), zone)
+        fu_r = midnight_of(d_first + timedelta(days=(1 << k)))
         plan[key] = {"L": fu_last, "B": fu_before, "R": fu_r if fu_r < fu_last else fu_last, "k": k}
     # Per row wanted: its sums or not, and its level (each series reads one level).
     wanted: dict[tuple[str, str, datetime], list[int]] = {}
@@ -216,15 +226,19 @@ async def local_days(conn: Conn, agent_id: str, zone: ZoneInfo, first: date, now
         if new:
             queries.append((hq + gap + " AND target_id IN %(new)s",
                             {**hp, "since": since, "t0": t0, "new": sorted({t for t, _ in new})}))
+    @cache
+    def local(hour: datetime) -> datetime:        # an agent's rows share a few dozen hours
+        return hour.astimezone(zone)
     for sql, args in queries:
         for r in await conn.fetch(sql, args):
             m = dict(zip(_HOUR_COLS, r, strict=True))
             hour = m["hour"] = utc(m["hour"])
             key = (m["target_id"], m["probe"])
             tail = tails.get(key)
-            if (hour < tail if tail is not None else hour < since) or local_day(hour, zone) < first:
+            at = local(hour)
+            if (hour < tail if tail is not None else hour < since) or at.date() < first:
                 continue
-            h = hour.astimezone(zone).hour
+            h = at.hour
             only = only_of.get(key[1])
             if only is not None and h not in only:
                 continue

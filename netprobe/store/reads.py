@@ -70,6 +70,8 @@ def utc(value: Any) -> datetime:
     if isinstance(value, str):
         return datetime.fromisoformat(value).replace(tzinfo=UTC)
     assert isinstance(value, datetime), value
+    if value.tzinfo is UTC:          # asyncpg's timestamptz: as it is (a report reads thousands)
+        return value
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 

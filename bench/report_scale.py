@@ -8,7 +8,9 @@ Builds --agents × --targets × 4 probes (icmp, tcp, mtr, sse) × --days × 24 H
 current hour (defaults: 8.64 M rows), on a fresh PostgreSQL database (dropped at the end unless --keep)
 and/or a fresh SQLite file, with the schema from `netprobe db upgrade` (the real migrations). Then it
 times whole `netprobe` processes as `/usr/bin/time -v` would (wall, CPU, max RSS, from os.wait4):
-`report peak --days 90` in every format, `report peak --days 7`, `budget --days 90` and `--days 7`.
+`report peak --days 90` in every format, `report peak --days 7`, `budget --days 90` and `--days 7`,
+in --repeat rounds of each command once (so `--days 7` is compared with `--days 90` round by round:
+this project's VMs change speed from minute to minute).
 
 The data is a fleet's: agents in Chinese regions and ISPs (Asia/Shanghai), one in Europe/Berlin and, from 6
 agents on, one in America/Los_Angeles, so DST changes fall inside the 90 days; targets in five datacenters
@@ -579,26 +581,34 @@ def compile_package() -> None:
 
 def time_commands(url: str, names: Sequence[str] | None, repeat: int, timeout: float,
                   out_dir: Path) -> list[Timing]:
+    """Each command once per round, `repeat` rounds: a VM whose speed drifts from minute to minute
+    slows every command of a round alike, so commands compared with each other (--days 7 against
+    --days 90) are compared round by round (paired_ratio). A command that fails is not run again."""
     compile_package()
-    timings = []
-    for k, (name, args) in enumerate(commands(url)):
-        if names is not None and name not in names:
-            continue
-        t = Timing(name, [])
-        for _ in range(repeat):
+    chosen = [(k, name, args) for k, (name, args) in enumerate(commands(url))
+              if names is None or name in names]
+    timings = {name: Timing(name, []) for _, name, _ in chosen}
+    for _ in range(repeat):
+        for k, name, args in chosen:
+            t = timings[name]
+            if t.runs and not t.ok:        # failed or killed: once is enough
+                continue
             run, err = time_process(args, out_dir / f"cmd{k}.out", timeout, url.startswith("postgresql"))
             t.runs.append(run)
             if run.status is None:
                 t.note = f"killed at the {timeout:g} s timeout"
-                break
-            if run.status != 0:
+            elif run.status != 0:
                 t.note = f"exit {run.status}: {err.strip().splitlines()[-1] if err.strip() else ''}"
-                break
-            if (out_dir / f"cmd{k}.out").stat().st_size == 0:
+            elif (out_dir / f"cmd{k}.out").stat().st_size == 0:
                 t.note = "empty output"
-        timings.append(t)
+    for t in timings.values():
         print_timing(t)
-    return timings
+    return list(timings.values())
+
+
+def paired_ratio(a: Timing, b: Timing) -> float:
+    """The median over rounds of a's wall / b's wall in the same round."""
+    return statistics.median(x.wall_s / y.wall_s for x, y in zip(a.runs, b.runs, strict=False))
 
 
 def print_timing(t: Timing) -> None:
@@ -630,11 +640,12 @@ def verdict(dialect: str, timings: Sequence[Timing]) -> bool:
     for short, long in (("report peak --days 7", "report peak --days 90 --format table"),
                         ("budget --days 7", "budget --days 90")):
         if short in by and long in by and by[short].ok and by[long].ok:
-            ratio = by[short].median / by[long].median
+            ratio = paired_ratio(by[short], by[long])
             good = ratio <= SHORT_TOLERANCE
             short_ok &= good
             print(f"  verdict {dialect}: {short} costs {ratio:.2f}× {long.split(' --format')[0]} "
-                  f"({'PASS' if good else 'FAIL'}: no dearer, {SHORT_TOLERANCE:g}× allowed for noise)")
+                  f"(median of {min(len(by[short].runs), len(by[long].runs))} rounds' ratios; "
+                  f"{'PASS' if good else 'FAIL'}: no dearer, {SHORT_TOLERANCE:g}× allowed for noise)")
         else:
             short_ok = False
     return wall_ok and rss_ok and short_ok

@@ -11,6 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS, TARGETS, DAYS, MTR_ROUNDS = 2, 4, 2, 2
@@ -72,3 +75,34 @@ def test_generator_loads_a_fleet_the_report_reads(tmp_path: Path) -> None:
         if row["line"] == "163":     # the congested line: slower and lossier in the evening
             assert row["peak"]["rtt_p50_ms"] > 1.2 * row["offpeak"]["rtt_p50_ms"]
             assert row["peak"]["loss_pct"] > row["offpeak"]["loss_pct"]
+
+
+
+def test_commands_are_timed_in_rounds_and_days_compared_round_by_round(tmp_path: Path,
+                                                                         monkeypatch: Any) -> None:
+    """Each round times every command once (a VM that changes speed between rounds slows them alike),
+    and --days 7 against --days 90 is the median of the rounds' ratios."""
+    rs = _bench()
+    order: list[str] = []
+    speed = iter([1.0] * 8 + [1.6] * 8 + [1.0] * 8)          # the machine slows in the second round
+
+    def fake(args: list[str], out: Path, timeout: float, pg: bool) -> tuple[Any, str]:
+        order.append(" ".join(args[2:]))
+        out.write_text("x")
+        cost = 1.0 if "--days" in args and args[args.index("--days") + 1] in ("7", "90") else 0.3
+        return rs.Run(cost * next(speed), 0.5, 50.0, None, 0), ""
+
+    monkeypatch.setattr(rs, "time_process", fake)
+    monkeypatch.setattr(rs, "compile_package", lambda: None)
+    timings = rs.time_commands("sqlite:///x.db", None, 3, 60.0, tmp_path)
+    names = [name for name, _ in rs.commands("sqlite:///x.db")]
+    assert [t.name for t in timings] == names
+    assert order == [" ".join(a[2:]) for _, a in rs.commands("sqlite:///x.db")] * 3
+    by = {t.name: t for t in timings}
+    assert rs.paired_ratio(by["report peak --days 7"], by["report peak --days 90 --format table"]) == 1.0
+    assert rs.verdict("sqlite", timings)
+    long, short = by["budget --days 90"], by["budget --days 7"]
+    dearer = (1.2, 1.0, 1.2)          # two rounds of three 1.2× the same round's --days 90
+    short.runs = [rs.Run(r.wall_s * k, 0.5, 50.0, None, 0) for r, k in zip(long.runs, dearer, strict=True)]
+    assert rs.paired_ratio(short, long) == pytest.approx(1.2)
+    assert not rs.verdict("sqlite", timings)

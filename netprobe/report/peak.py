@@ -22,7 +22,7 @@ from netprobe.store.rollups import rollup_figures
 from netprobe.times import iso, utc_now
 
 from .offload import Offload, Pending
-from .ranking import RULE, rank_rows
+from .ranking import RULE, ranked
 from .rows import (
     Degradation,
     MergedHours,
@@ -347,19 +347,18 @@ async def compute(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | 
             lines, back = await asyncio.gather(fleet.detected_lines(store, pairs, now),
                                                fleet.detected_lines(store, pairs, now, "return"))
         figures = await figuring.results() if figuring is not None else {}
-    if lines or back or figures:       # one copy of a row for all three (a fleet has 1,000 rows)
-        rows = [_finished(r, lines.get(key), back.get(key), figures.get(key))
-                for r in rows for key in ((r.agent, r.target),)]
-    return PeakReport(rows=rank_rows(rows), days=days, window=win, offpeak=off, generated_at=now,
+    # one copy of a row for its rank and all the rest (a fleet has 1,000 rows)
+    rows = [_finished(r, score, rank, lines.get(key), back.get(key), figures.get(key))
+            for r, score, rank in ranked(rows) for key in ((r.agent, r.target),)]
+    return PeakReport(rows=rows, days=days, window=win, offpeak=off, generated_at=now,
                       agent=agent, region=region, warnings=warnings, slo=slo)
 
 
-def _finished(row: PeakRow, out: fleet.DetectedLine | None, back: fleet.DetectedLine | None,
-              slo: SloFigures | None) -> PeakRow:
-    """The row with its detected lines and its SLO figures."""
-    if out is None and back is None and slo is None:
-        return row
-    return replace(row, detected_line=out.label if out is not None else row.detected_line,
+def _finished(row: PeakRow, score: float | None, rank: int | None, out: fleet.DetectedLine | None,
+              back: fleet.DetectedLine | None, slo: SloFigures | None) -> PeakRow:
+    """The row with its score and rank, its detected lines and its SLO figures."""
+    return replace(row, score_ms=score, rank=rank,
+                   detected_line=out.label if out is not None else row.detected_line,
                    return_line=back.label if back is not None else row.return_line,
                    slo=slo if slo is not None else row.slo)
 

@@ -26,17 +26,26 @@ def score(row: PeakRow) -> float | None:
     return p95 + LOSS_PENALTY_MS_PER_PCT * (row.peak.loss_pct or 0.0)
 
 
-def rank_rows(rows: Sequence[PeakRow]) -> list[PeakRow]:
-    """Rows with score and rank set, ordered by region, rank (unranked last), agent, target."""
-    scored = [replace(r, score_ms=score(r), rank=None) for r in rows]
-    by_region: dict[str, list[PeakRow]] = {}
-    for r in scored:
-        by_region.setdefault(r.region or "", []).append(r)
-    out: list[PeakRow] = []
+def _order(scored: tuple[float, PeakRow]) -> tuple[float, float, float, str, str]:
+    s, r = scored
+    return s, r.peak.loss_pct or 0.0, r.peak.rtt_p50_ms or 0.0, r.agent, r.target
+
+
+def ranked(rows: Sequence[PeakRow]) -> list[tuple[PeakRow, float | None, int | None]]:
+    """Each row with its score and rank, ordered by region, rank (unranked last), agent, target; the
+    rows themselves unchanged, for a caller that copies them once with more to set (report/peak.py)."""
+    by_region: dict[str, list[tuple[float | None, PeakRow]]] = {}
+    for r in rows:
+        by_region.setdefault(r.region or "", []).append((score(r), r))
+    out: list[tuple[PeakRow, float | None, int | None]] = []
     for region in sorted(by_region):
-        ranked = sorted((r for r in by_region[region] if r.score_ms is not None),
-                        key=lambda r: (r.score_ms, r.peak.loss_pct or 0.0, r.peak.rtt_p50_ms or 0.0,
-                                       r.agent, r.target))
-        out += [replace(r, rank=i) for i, r in enumerate(ranked, 1)]
-        out += sorted((r for r in by_region[region] if r.score_ms is None), key=lambda r: (r.agent, r.target))
+        order = sorted(((s, r) for s, r in by_region[region] if s is not None), key=_order)
+        out += [(r, s, i) for i, (s, r) in enumerate(order, 1)]
+        out += sorted(((r, None, None) for s, r in by_region[region] if s is None),
+                      key=lambda x: (x[0].agent, x[0].target))
     return out
+
+
+def rank_rows(rows: Sequence[PeakRow]) -> list[PeakRow]:
+    """Rows with score and rank set, in ranked()'s order."""
+    return [replace(r, score_ms=s, rank=k) for r, s, k in ranked(rows)]

@@ -14,7 +14,7 @@ once here in plain SQL and run on one of two sources:
 - Store.reading(): the same statements on the Store's SQLAlchemy connection (exec_driver_sql), for
   every other caller and for a database open_reader declines (missing, not migrated yet).
 
-SQL is written with %(name)s parameters (psycopg's style; numbered() turns them into asyncpg's $n); a
+SQL is written with %(name)s parameters (psycopg's style; prepare() writes them in each driver's); a
 list or tuple value becomes a parenthesised list (`IN %(ids)s`), a list of tuples a VALUES list
 (`(a, b) IN %(keys)s`; on PostgreSQL the same rows as arrays unnested, with columns named as VALUES
 names them). Timestamps go in and come out as SQLAlchemy's UTCDateTime has them: aware UTC datetimes
@@ -27,7 +27,7 @@ import asyncio
 import os
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     import asyncpg
 
 Row = tuple[Any, ...]
-_PARAM = re.compile(r"%\((\w+)\)s")
+_PARAM = re.compile(r"%%|%\((\w+)\)s")
 _SQLITE_BUSY_S = 30.0           # as netprobe.store.engine.BUSY_TIMEOUT_MS
 _PG_CONNECT_TIMEOUT_S = 10      # as netprobe.store.engine.create_engine
 
@@ -85,28 +85,38 @@ def _stored(value: Any, dialect: str) -> Any:
 
 
 def prepare(dialect: str, sql: str, params: Mapping[str, Any] | None) -> tuple[str, dict[str, Any]]:
-    """The statement in the driver's style (psycopg's %(name)s, sqlite3's :name), lists expanded."""
+    """The statement in the driver's style, lists expanded: psycopg's %(name)s ("postgresql"), asyncpg's
+    $n ("asyncpg": the n-th value of the dict returned, in its order) or sqlite3's :name ("sqlite")."""
     out: dict[str, Any] = {}
+    at: dict[str, int] = {}
     sqlite = dialect == "sqlite"
 
-    def one(name: str, value: Any) -> str:
+    def place(name: str, value: Any, cast: str = "") -> str:
+        """The marker of one value; `cast`, an array's type: psycopg sends those in binary (%(x)b), as
+        text it tests each item for quoting with a regex."""
+        if dialect == "asyncpg":
+            if name not in at:
+                at[name], out[name] = len(at) + 1, value
+            return f"${at[name]}{cast}"
         out[name] = _stored(value, dialect)
-        return f":{name}" if sqlite else f"%({name})s"
+        return f":{name}" if sqlite else f"%({name}){'b' if cast else 's'}{cast}"
 
     def sub(m: re.Match[str]) -> str:
         name = m.group(1)
+        if name is None:                            # a literal %, as psycopg writes it
+            return "%" if dialect == "asyncpg" else "%%"
         value = (params or {})[name]
         if not isinstance(value, list | tuple):
-            return one(name, value)
+            return place(name, value)
         if not value:
             raise ValueError(f"empty list for {name}")
         if isinstance(value[0], tuple):
             if not sqlite:
-                return _unnest(name, value, out)
-            rows = [f"({', '.join(one(f'{name}_{i}_{j}', v) for j, v in enumerate(row))})"
+                return _unnest(name, value, place)
+            rows = [f"({', '.join(place(f'{name}_{i}_{j}', v) for j, v in enumerate(row))})"
                     for i, row in enumerate(value)]
             return f"(VALUES {', '.join(rows)})"
-        return f"({', '.join(one(f'{name}_{i}', v) for i, v in enumerate(value))})"
+        return f"({', '.join(place(f'{name}_{i}', v) for i, v in enumerate(value))})"
 
     return _PARAM.sub(sub, sql), out
 
@@ -115,19 +125,17 @@ _ARRAY_TYPES: tuple[tuple[type, str], ...] = ((bool, "boolean[]"), (int, "bigint
                                             (str, "text[]"), (datetime, "timestamptz[]"), (bytes, "bytea[]"))
 
 
-def _unnest(name: str, rows: Sequence[tuple[Any, ...]], out: dict[str, Any]) -> str:
+def _unnest(name: str, rows: Sequence[tuple[Any, ...]], place: Callable[[str, Any, str], str]) -> str:
     """Rows of values on PostgreSQL: one array parameter per column, unnested into columns named as
     VALUES names them (column1, …). A VALUES list of a fleet report's 2,000 parameters cost psycopg
-    more to convert to $n placeholders than the statement's own rows (a fifth of a report). The
-    arrays go in binary (%(x)b): as text, psycopg tests each item for quoting with a regex."""
+    more to convert to $n placeholders than the statement's own rows (a fifth of a report)."""
     width = len(rows[0])
     cols = []
     for j in range(width):
         column = [row[j] for row in rows]
         sample = next((v for v in column if v is not None), "")
         kind = next(t for cls, t in _ARRAY_TYPES if isinstance(sample, cls))
-        out[f"{name}_{j}"] = column
-        cols.append(f"%({name}_{j})b::{kind}")
+        cols.append(place(f"{name}_{j}", column, f"::{kind}"))
     names = ", ".join(f"column{j + 1}" for j in range(width))
     return f"(SELECT * FROM unnest({', '.join(cols)}) AS {name}({names}))"
 
@@ -140,33 +148,12 @@ class _PgConn:
         self._conn = conn
 
     async def fetch(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
-        text, args = numbered(*prepare("postgresql", sql, params))
-        return [tuple(r) for r in await self._conn.fetch(text, *args)]
+        text, args = prepare("asyncpg", sql, params)
+        return [tuple(r) for r in await self._conn.fetch(text, *args.values())]
 
 
 def _json_text(value: Any) -> str:
     return orjson.dumps(value).decode()
-
-
-_NAMED = re.compile(r"%%|%\((\w+)\)[sb]")
-
-
-def numbered(sql: str, args: Mapping[str, Any]) -> tuple[str, list[Any]]:
-    """prepare()'s psycopg statement with $1, $2 … instead (asyncpg's), and its arguments in order."""
-    at: dict[str, int] = {}
-    values: list[Any] = []
-
-    def sub(m: re.Match[str]) -> str:
-        name = m.group(1)
-        if name is None:
-            return "%"
-        k = at.get(name)
-        if k is None:
-            values.append(args[name])
-            k = at[name] = len(values)
-        return f"${k}"
-
-    return _NAMED.sub(sub, sql), values
 
 
 class _SqliteConn:

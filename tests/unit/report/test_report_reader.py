@@ -15,7 +15,7 @@ import pytest
 from netprobe.report.peak import compute
 from netprobe.store import Store, open_store
 from netprobe.store.fleet import detected_lines
-from netprobe.store.reads import Reader, Source, numbered, open_reader, open_source, prepare
+from netprobe.store.reads import Reader, Source, open_reader, open_source, prepare
 from tests.support.pg import scratch_database
 from tests.support.report import NOW, dataset, write_all
 
@@ -106,9 +106,10 @@ def test_lists_and_rows_of_values_expand_for_each_driver() -> None:
 
 
 def test_statements_are_numbered_for_asyncpg() -> None:
-    sql, args = numbered(*prepare("postgresql", "a = %(x)s AND b = %(y)s AND c = %(x)s AND d LIKE 'x%%'"
-                                  " AND e IN %(l)s AND f IN %(k)s", {"x": 1, "y": "u", "l": ["p", "q"],
-                                                                    "k": [("u", NOW)]}))
+    sql, named = prepare("asyncpg", "a = %(x)s AND b = %(y)s AND c = %(x)s AND d LIKE 'x%%'"
+                         " AND e IN %(l)s AND f IN %(k)s",
+                         {"x": 1, "y": "u", "l": ["p", "q"], "k": [("u", NOW)]})
+    args = list(named.values())           # $n is the n-th
     assert sql == ("a = $1 AND b = $2 AND c = $1 AND d LIKE 'x%' AND e IN ($3, $4) AND f IN"
                    " (SELECT * FROM unnest($5::text[], $6::timestamptz[]) AS k(column1, column2))")
     assert args == [1, "u", "p", "q", ["u"], [NOW]]

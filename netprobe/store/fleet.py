@@ -69,21 +69,28 @@ async def load_target_options(store: Source) -> list[TargetOptions]:
     return out
 
 
-def _route_fields(dialect: str) -> str:
-    """Only what decides the label: an mtr envelope's hubs are most of its size. As JSON values
-    (status, route, line) and `reached` as "is it JSON false" (SQLite's json_extract reads false as 0,
-    which route_of must not take for false)."""
+def _route_rows(dialect: str, where: str) -> str:
+    """agent_id, target_id, probe, id, started_at and only what decides the label of the rounds `where`
+    (an mtr envelope's hubs are most of its size): as JSON values (status, route, line) and `reached`
+    as "is it JSON false" (SQLite's json_extract reads false as 0, which route_of must not take for
+    false)."""
+    keys = "agent_id, target_id, probe, id, started_at"
     if dialect == "postgresql":
-        return ("envelope #> '{result,status}', (envelope #> '{result,reached}') = 'false'::jsonb, "
-                "envelope #> '{result,route}', envelope #> '{target,line}'")
-    return ("""JSON_QUOTE(JSON_EXTRACT(envelope, '$."result"."status"')), """
+        # Each `#>` on the stored envelope detoasts and decompresses it anew: made a value once (`||`,
+        # kept so by OFFSET 0), it is read four times in memory (a fleet's 1,000 newest mtr rounds:
+        # 34 → 14–19 ms of the server's time).
+        return (f"SELECT {keys}, e #> '{{result,status}}', (e #> '{{result,reached}}') = 'false'::jsonb,"
+                f" e #> '{{result,route}}', e #> '{{target,line}}'"
+                f" FROM (SELECT {keys}, envelope || '{{}}'::jsonb AS e FROM probe_results WHERE {where}"
+                " OFFSET 0) r")
+    return (f"""SELECT {keys}, JSON_QUOTE(JSON_EXTRACT(envelope, '$."result"."status"')), """
             "json_type(envelope, '$.result.reached') = 'false', "
             """JSON_QUOTE(JSON_EXTRACT(envelope, '$."result"."route"')), """
-            """JSON_QUOTE(JSON_EXTRACT(envelope, '$."target"."line"'))""")
+            f"""JSON_QUOTE(JSON_EXTRACT(envelope, '$."target"."line"')) FROM probe_results WHERE {where}""")
 
 
 def _label(row: Row, dialect: str, probe: str) -> str | None:
-    """route_of's verdict on the fields read by _route_fields (after id, started_at), of a round of
+    """route_of's verdict on the fields read by _route_rows (after id, started_at), of a round of
     `probe`."""
     status, unreached, route, line = row[-4:]
     if dialect == "sqlite":          # JSON text (JSON_QUOTE): SQL NULL reads as JSON null
@@ -109,7 +116,6 @@ async def _newest_routes(conn: Conn, dialect: str, pairs: Sequence[tuple[str, st
     (a fleet report's 1,000 in one statement, not one per agent)."""
     out: dict[tuple[str, str], tuple[str, datetime, str]] = {}
     probes = list(route)
-    fields = _route_fields(dialect)
     ids: list[str] = []
     # Pairs without any round of these probes need no deeper look (most pairs of a direction nobody
     # traces: one query each was most of a fleet report's route reads).
@@ -122,9 +128,7 @@ async def _newest_routes(conn: Conn, dialect: str, pairs: Sequence[tuple[str, st
         ids += [r[2] for r in rows if r[2] is not None]
         unlabelled -= {(r[0], r[1]) for r in rows if r[2] is None}
     for i in range(0, len(ids), _PAIRS_PER_READ):
-        rows = await conn.fetch(f"SELECT agent_id, target_id, probe, id, started_at, {fields}"
-                                " FROM probe_results WHERE id IN %(ids)s",
-                                {"ids": ids[i:i + _PAIRS_PER_READ]})
+        rows = await conn.fetch(_route_rows(dialect, "id IN %(ids)s"), {"ids": ids[i:i + _PAIRS_PER_READ]})
         for row in rows:
             label = _label(row, dialect, row[2])
             if label is not None:
@@ -132,9 +136,8 @@ async def _newest_routes(conn: Conn, dialect: str, pairs: Sequence[tuple[str, st
                 unlabelled.discard((row[0], row[1]))
     for agent_id, target_id in sorted(unlabelled):
         recent = _NEWEST.format(agent="%(a)s", target="%(t)s", depth=_LATEST_MTR)
-        rows = await conn.fetch(f"SELECT agent_id, target_id, probe, id, started_at, {fields}"
-                                f" FROM probe_results WHERE id IN ({recent})"
-                                " ORDER BY started_at DESC, id DESC",
+        newest_first = " ORDER BY started_at DESC, id DESC"
+        rows = await conn.fetch(_route_rows(dialect, f"id IN ({recent})") + newest_first,
                                 {"a": agent_id, "t": target_id, "probes": probes, "now": now})
         for row in rows:
             label = _label(row, dialect, row[2])

@@ -190,9 +190,11 @@ def _profiles(arrays: HourArrays) -> ProfileColumns:
 
 def _agent_rows(agent: fleet.AgentInfo, zone: ZoneInfo, targets: Mapping[str, fleet.TargetInfo],
                 by_probe: Mapping[str, HourArrays], window: HourWindow, offpeak: HourWindow | None,
-                slo: SloRequest | None = None, pending: _Slo | None = None) -> list[PeakRow]:
-    """The rows of one agent: each probe's windows merged for all its series at once. With `slo`, their
-    SLO figures are jobs handed to `pending`, and added to the rows when every agent's are done."""
+                slo: SloRequest | None = None, pending: _Slo | None = None, profiles: bool = True
+                ) -> list[PeakRow]:
+    """The rows of one agent: each probe's windows merged for all its series at once, and with an
+    off-peak window and `profiles`, their 24-hour profiles. With `slo`, their SLO figures are jobs
+    handed to `pending`, and added to the rows when every agent's are done."""
     rtt_order = [p for p in rtt_probes() if p in by_probe]
     figures = figure_probes()          # once per agent: the registry is walked for each call
     figured = {p: [name for _, name in pairs] for p, pairs in figures.items()}
@@ -203,7 +205,8 @@ def _agent_rows(agent: fleet.AgentInfo, zone: ZoneInfo, targets: Mapping[str, fl
         for p, a in by_probe.items():
             names = figured.get(p) if p not in rtt_order else None
             merged[(p, w_i)] = _merge(a, win.hours, names)
-    profiles = {p: _profiles(by_probe[p]) for p in rtt_order} if offpeak is not None else {}
+    profiled = offpeak is not None and profiles
+    columns = {p: _profiles(by_probe[p]) for p in rtt_order} if profiled else {}
     rows = []
     for target in sorted({t for a in by_probe.values() for t in a.targets}):
         rtt_probe = next((p for p in rtt_order if target in index[p]), None)
@@ -219,8 +222,7 @@ def _agent_rows(agent: fleet.AgentInfo, zone: ZoneInfo, targets: Mapping[str, fl
             datacenter=info.datacenter if info else None, line=info.line if info else None,
             detected_line=None, rtt_probe=rtt_probe, peak=peak, offpeak=off,
             worst_hour=_worst_hour(peak.merged, zone), degradation=_degradation(peak, off),
-            profile=Profile(profiles[rtt_probe], i) if rtt_probe and i is not None and offpeak is not None
-            else ()))
+            profile=Profile(columns[rtt_probe], i) if rtt_probe and i is not None and profiled else ()))
     if slo is not None and pending is not None:
         _slo_jobs(rows, slo, by_probe, merged, index, offpeak is not None, pending)
     return rows
@@ -286,14 +288,16 @@ async def compute(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | 
                   offpeak: HourWindow | str = DEFAULT_OFFPEAK, agent: str | None = None,
                   region: str | None = None, now: datetime | None = None,
                   peak_only: bool = False, slo: SloRequest | None = None,
-                  agent_ids: Collection[str] | None = None, offload: bool = False) -> PeakReport:
+                  agent_ids: Collection[str] | None = None, offload: bool = False, profiles: bool = True
+                  ) -> PeakReport:
     """The whole report: rows ranked within each region, ordered by region, rank, agent, target.
     Reads the prefix rollups: a few rows per series whatever `days` is (netprobe.store.prefix).
     `peak_only` (the budget): the peak window alone, without off-peak figures, profiles and
     detected lines, so only the window's hours are read. `agent_ids`: only these agents (the
     dashboard: those of one time zone, whose last peak ends at one instant). `offload`: a fleet's SLO
     figures may be computed in a forked worker process (a command's own process may fork; a server's
-    should not)."""
+    should not). `profiles`: False where nothing shows the rows' 24-hour profiles (the terminal table,
+    Markdown): the RTT probe is then read only in the windows' hours, as the other probes are."""
     win, off = window_of(window, "--window"), window_of(offpeak, "--offpeak")
     if days < 1:
         raise ValueError(f"days must be at least 1, got {days}")
@@ -307,7 +311,8 @@ async def compute(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | 
     async def read(info: fleet.AgentInfo) -> tuple[ZoneInfo, str | None, dict[str, HourArrays]]:
         zone, problem = zone_of(info.timezone)
         return zone, problem, await _agent_series(store, info.id, last_days(zone, days, now), target_info,
-                                                  (win,) if peak_only else (win, off), profile=not peak_only)
+                                                  (win,) if peak_only else (win, off),
+                                                  profile=profiles and not peak_only)
 
     queue = iter(chosen)
     ahead: deque[tuple[fleet.AgentInfo, asyncio.Future[Any]]] = deque()
@@ -335,7 +340,7 @@ async def compute(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | 
                 if grouped and problem:
                     warnings.append(f"agent {info.id}: {problem}; its windows are taken in UTC")
                 rows += _agent_rows(info, zone, target_info, grouped, win, None if peak_only else off, slo,
-                                    figuring)
+                                    figuring, profiles)
         finally:
             tasks = [t for _, t in ahead]
             for task in tasks:

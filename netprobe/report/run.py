@@ -51,7 +51,9 @@ def peak(db: str | None = None, days: int = 7, agent: str | None = None, region:
     if not 0 < slo_ttft_ms < float("inf"):
         raise UsageError(f"--slo-ttft-ms: must be a positive number of ms, got {slo_ttft_ms:g}")
     win, off = HourWindow.parse(window, "--window"), HourWindow.parse(offpeak, "--offpeak")
-    report = asyncio.run(_compute(db, days, win, off, agent, region, slo_request(slo_ttft_ms, fmt == "html")))
+    # the table and Markdown show no 24-hour profile: the RTT probe is then read in the windows' hours only
+    report = asyncio.run(_compute(db, days, win, off, agent, region, slo_request(slo_ttft_ms, fmt == "html"),
+                                  profiles=fmt in ("json", "html")))
     _emit(report, fmt, out)
 
 
@@ -64,13 +66,14 @@ def slo_request(ttft_ms: float, drawn: bool) -> SloRequest:
 
 
 async def _compute(db: str | None, days: int, window: HourWindow, offpeak: HourWindow, agent: str | None,
-                   region: str | None, slo: SloRequest | None = None) -> PeakReport:
+                   region: str | None, slo: SloRequest | None = None, profiles: bool = True) -> PeakReport:
     from netprobe.report.peak import compute
     from netprobe.store.reads import open_source
 
     store = await open_source(db)     # plain SQL, without SQLAlchemy, on a database at the head revision
     try:
-        return await compute(store, days, window, offpeak, agent=agent, region=region, slo=slo, offload=True)
+        return await compute(store, days, window, offpeak, agent=agent, region=region, slo=slo, offload=True,
+                             profiles=profiles)
     finally:
         await store.close()
 

@@ -73,6 +73,25 @@ async def test_reader_and_store_give_the_same_report_on_postgres() -> None:
         await _same_both_ways(url, True)
 
 
+@pytest.mark.parametrize("fold", [True, False])
+async def test_rows_without_profiles_are_the_rows_with_them(tmp_path: Path, fold: bool) -> None:
+    """The table and Markdown show no 24-hour profile, so their report reads the RTT probe in the
+    windows' hours only: every other figure is the same, to the bit, as with the profiles."""
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    await write_all(url, dataset(days=12, seed=11), fold=fold)
+    source = await open_source(url)
+    try:
+        for kw in CASES:
+            full, lean = await _report(source, **kw), await _report(source, profiles=False, **kw)
+            assert lean["rows"] and all(r["profile"] == [] for r in lean["rows"]), kw
+            assert any(r["profile"] for r in full["rows"]) or kw.get("peak_only"), kw
+            for r in full["rows"]:
+                r["profile"] = []
+            assert full == lean, kw
+    finally:
+        await source.close()
+
+
 async def test_open_reader_takes_only_a_database_at_the_head(tmp_path: Path) -> None:
     missing = tmp_path / "none.db"
     assert await open_reader(f"sqlite:///{missing}") is None

@@ -132,11 +132,11 @@ def test_statements_are_numbered_for_asyncpg() -> None:
     args = list(named.values())           # $n is the n-th
     assert sql == ("a = $1 AND b = $2 AND c = $1 AND d LIKE 'x%' AND e IN ($3, $4) AND f IN"
                    " (SELECT (r.e ->> 0)::text AS column1, (r.e ->> 1)::timestamptz AS column2"
-                   " FROM json_array_elements($5::text::json) AS r(e))")
+                   " FROM jsonb_array_elements($5::text::jsonb) AS r(e))")
     assert args[:4] == [1, "u", "p", "q"]
     assert orjson.loads(args[4]) == [["u", NOW.isoformat()]]
-    # no exact JSON form (bytes, a float that is not finite): the rows go as arrays
-    for odd in (b"\x00", float("nan")):
+    # no exact form in jsonb (bytes, a float that is not finite, -0.0): the rows go as arrays
+    for odd in (b"\x00", float("nan"), -0.0):
         sql, named = prepare("asyncpg", "FROM %(k)s v", {"k": [("u", odd)]})
         assert "unnest($1::text[], $2::" in sql and next(iter(named.values())) == ["u"]
 
@@ -146,8 +146,9 @@ async def test_rows_of_values_read_back_exactly_on_postgres() -> None:
     """The JSON parameter asyncpg sends rows as (no array types, which asyncpg looks up in the catalog on
     each new connection) gives back every value as the arrays did: quotes, NULLs, non-ASCII, big ints,
     floats to the bit, timestamps to the microsecond, the rows' order."""
-    rows = [("a'b\"c\\d", None, 2**62, 0.1 + 0.2, NOW, True), ("é → 中", 7, -1, -0.0, NOW, None),
-            (None, 8, 0, 1e-300, NOW.replace(microsecond=1), False)]
+    rows = [("a'b\"c\\d", None, 2**62, 0.1 + 0.2, NOW, True), ("é → 中", 7, -1, 5e-324, NOW, None),
+            (None, 8, 0, -1.7976931348623157e308, NOW.replace(microsecond=1), False)]
+    signed = [("z", 0, 0, -0.0, NOW, True)]          # sent as arrays (jsonb's numeric has no -0)
     with scratch_database() as url:
         await (await open_source(url)).close()          # the Store migrates it: the Reader takes it
         reader = await open_reader(url)
@@ -155,10 +156,11 @@ async def test_rows_of_values_read_back_exactly_on_postgres() -> None:
         try:
             async with reader.reading("testing") as conn:
                 got = await conn.fetch("SELECT * FROM %(k)s v", {"k": rows})
+                zero = await conn.fetch("SELECT * FROM %(k)s v", {"k": signed})
         finally:
             await reader.close()
     assert got == rows
-    assert str(got[1][3]) == "-0.0"
+    assert zero == signed and str(zero[0][3]) == "-0.0"
 
 
 @pytest.mark.postgres

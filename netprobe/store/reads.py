@@ -228,7 +228,8 @@ class Reader:
             dsn, timeout = _connect_timeout(self._target)
             # no named prepared statements: they break behind PgBouncer's transaction pooling, and a
             # report runs each statement a few times at most
-            pg = await asyncpg.connect(dsn, timeout=timeout, statement_cache_size=0)
+            pg = await asyncpg.connect(dsn, timeout=math.inf if timeout is None else timeout,
+                                       statement_cache_size=0)
             self._open.append(pg)
             for kind in ("json", "jsonb"):       # decoded, as psycopg (the Store's driver) has them
                 await pg.set_type_codec(kind, encoder=_json_text, decoder=orjson.loads, schema="pg_catalog")
@@ -284,10 +285,12 @@ class Reader:
                 await conn.close()
 
 
-def _connect_timeout(dsn: str) -> tuple[str, float]:
+def _connect_timeout(dsn: str) -> tuple[str, float | None]:
     """libpq's connect_timeout taken out of the URL as asyncpg's timeout (asyncpg would send it to the
-    server as a setting, which refuses it); any other parameter asyncpg does not take fails the
-    connection, and the report goes the Store's way (open_source)."""
+    server as a setting, which refuses it), read as libpq reads it: whole seconds, 0 or less to wait
+    indefinitely (None), at least 2. Not a whole number: left in, so the connection fails and the
+    Store's driver says why. Any other parameter asyncpg does not take fails the connection too, and
+    the report goes the Store's way (open_source)."""
     from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
     parts = urlsplit(dsn)
@@ -297,10 +300,10 @@ def _connect_timeout(dsn: str) -> tuple[str, float]:
         return dsn, _PG_CONNECT_TIMEOUT_S
     rest = urlunsplit(parts._replace(query=urlencode([(k, v) for k, v in query if k != "connect_timeout"])))
     try:
-        seconds = float(given[-1])
+        seconds = int(given[-1].strip())
     except ValueError:
-        return dsn, _PG_CONNECT_TIMEOUT_S        # left in: the connection fails, the Store's driver says why
-    return rest, seconds if seconds > 0 else _PG_CONNECT_TIMEOUT_S
+        return dsn, _PG_CONNECT_TIMEOUT_S
+    return rest, max(seconds, 2) if seconds > 0 else None
 
 
 def _is_driver_error(exc: BaseException) -> bool:

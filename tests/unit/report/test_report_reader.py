@@ -16,7 +16,7 @@ import pytest
 from netprobe.report.peak import compute
 from netprobe.store import Store, open_store
 from netprobe.store.fleet import detected_lines
-from netprobe.store.reads import Reader, Source, open_reader, open_source, prepare
+from netprobe.store.reads import Reader, Source, _connect_timeout, open_reader, open_source, prepare
 from tests.support.pg import scratch_database
 from tests.support.report import NOW, dataset, write_all
 
@@ -200,14 +200,27 @@ print(sorted({{m.split('.')[0] for m in sys.modules}} & {{'psycopg', 'sqlalchemy
 async def test_libpq_url_parameters_asyncpg_lacks_go_the_stores_way() -> None:
     with scratch_database() as url:
         await write_all(url, dataset(days=2, seed=3), fold=False)
-        for query, kind in (("connect_timeout=5", Reader), ("application_name=np", Reader),
-                            ("keepalives=1", Store)):
+        for query, kind in (("connect_timeout=5", Reader), ("connect_timeout=0", Reader),
+                            ("application_name=np", Reader), ("keepalives=1", Store)):
             source = await open_source(f"{url}?{query}")
             try:
                 assert isinstance(source, kind), query
                 assert (await _report(source, days=2))["rows"], query
             finally:
                 await source.close()
+
+
+def test_connect_timeout_reads_as_libpq_reads_it() -> None:
+    """Whole seconds, at least 2; 0 or less waits indefinitely (libpq's connect_timeout); anything else
+    stays in the URL, where the Store's driver names the mistake."""
+    base = "postgresql://u@h/db"
+    named = f"{base}?application_name=np"
+    assert _connect_timeout(f"{base}?connect_timeout=7&application_name=np") == (named, 7)
+    assert _connect_timeout(f"{base}?connect_timeout=1") == (base, 2)
+    assert _connect_timeout(f"{base}?connect_timeout=0") == (base, None)
+    assert _connect_timeout(f"{base}?connect_timeout=-3") == (base, None)
+    assert _connect_timeout(f"{base}?connect_timeout=2.5") == (f"{base}?connect_timeout=2.5", 10)
+    assert _connect_timeout(base) == (base, 10)
 
 
 def test_the_read_path_does_not_import_sqlalchemy() -> None:

@@ -94,8 +94,8 @@ def prepare(dialect: str, sql: str, params: Mapping[str, Any] | None) -> tuple[s
     sqlite = dialect == "sqlite"
 
     def place(name: str, value: Any, cast: str = "") -> str:
-        """The marker of one value; `cast`, an array's type: psycopg sends those in binary (%(x)b), as
-        text it tests each item for quoting with a regex."""
+        """The marker of one value; `cast`, its type in SQL (an array's, or the JSON rows' text): psycopg
+        sends a cast value in binary (%(x)b): as text it tests each array item for quoting with a regex."""
         if dialect == "asyncpg":
             if name not in at:
                 at[name], out[name] = len(at) + 1, value
@@ -131,19 +131,28 @@ _ARRAY_TYPES: tuple[tuple[type, str], ...] = ((bool, "boolean[]"), (int, "bigint
                                             (str, "text[]"), (datetime, "timestamptz[]"), (bytes, "bytea[]"))
 
 
+def _column_types(rows: Sequence[tuple[Any, ...]]) -> list[str]:
+    """Each column's array type, from its first value that is not None (text when all are)."""
+    types = []
+    for j in range(len(rows[0])):
+        sample = next((row[j] for row in rows if row[j] is not None), "")
+        types.append(next(t for cls, t in _ARRAY_TYPES if isinstance(sample, cls)))
+    return types
+
+
 def _unnest(name: str, rows: Sequence[tuple[Any, ...]], place: Callable[[str, Any, str], str]) -> str:
     """Rows of values on PostgreSQL: one array parameter per column, unnested into columns named as
     VALUES names them (column1, …). A VALUES list of a fleet report's 2,000 parameters cost psycopg
     more to convert to $n placeholders than the statement's own rows (a fifth of a report)."""
-    width = len(rows[0])
-    cols = []
-    for j in range(width):
-        column = [row[j] for row in rows]
-        sample = next((v for v in column if v is not None), "")
-        kind = next(t for cls, t in _ARRAY_TYPES if isinstance(sample, cls))
-        cols.append(place(f"{name}_{j}", column, f"::{kind}"))
-    names = ", ".join(f"column{j + 1}" for j in range(width))
+    cols = [place(f"{name}_{j}", [row[j] for row in rows], f"::{kind}")
+            for j, kind in enumerate(_column_types(rows))]
+    names = ", ".join(f"column{j + 1}" for j in range(len(cols)))
     return f"(SELECT * FROM unnest({', '.join(cols)}) AS {name}({names}))"
+
+
+def _in_jsonb(value: float | None) -> bool:
+    """jsonb holds it exactly: its numbers are numeric, exact for every finite float but -0.0."""
+    return value is None or (math.isfinite(value) and (value != 0.0 or math.copysign(1.0, value) > 0))
 
 
 def _recordset(name: str, rows: Sequence[tuple[Any, ...]], place: Callable[[str, Any, str], str]
@@ -153,22 +162,14 @@ def _recordset(name: str, rows: Sequence[tuple[Any, ...]], place: Callable[[str,
     (_unnest), asyncpg looked up each array type in the server's catalog on every new connection
     (~10 ms of the server's time, three per fleet report) and checked every element's type in Python
     (~25 ms per fleet report). jsonb, parsed once (json re-read each element's text for each item: a
-    fleet agent's prefix rows 7.6 against 4.0 ms); its numbers are numeric, exact for every finite
-    float but -0.0. None where a value has no exact form so (bytes, a float not finite, -0.0): the
-    arrays then."""
-    types = []
-    for j in range(len(rows[0])):
-        sample = next((row[j] for row in rows if row[j] is not None), "")
-        kind = next((t for cls, t in _ARRAY_TYPES if isinstance(sample, cls)), None)
-        if kind is None or kind == "bytea[]":
-            return None
-        if kind == "float8[]" and not all(row[j] is None or (math.isfinite(row[j]) and
-                                                             (row[j] or math.copysign(1.0, row[j]) > 0))
-                                          for row in rows):
-            return None
-        types.append(kind[:-2])
+    fleet agent's prefix rows 7.6 against 4.0 ms). None where a value has no exact form there
+    (bytes, a float jsonb does not hold): the arrays then."""
+    types = _column_types(rows)
+    if "bytea[]" in types or any(kind == "float8[]" and not all(_in_jsonb(row[j]) for row in rows)
+                                 for j, kind in enumerate(types)):
+        return None
     param = place(name, orjson.dumps(rows, option=orjson.OPT_NAIVE_UTC).decode(), "::text")
-    columns = ", ".join(f"(r.e ->> {j})::{t} AS column{j + 1}" for j, t in enumerate(types))
+    columns = ", ".join(f"(r.e ->> {j})::{t[:-2]} AS column{j + 1}" for j, t in enumerate(types))
     return f"(SELECT {columns} FROM jsonb_array_elements({param}::jsonb) AS r(e))"
 
 

@@ -13,6 +13,8 @@ from .line_comparison import compare_lines
 from .peak import PeakReport
 from .ranking import RULE
 
+ASIDE_ROWS = 200      # rows from which the page's second half is drawn aside (a fork costs a few ms)
+
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 24px; color: #222; background: #fff; }
 h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; }
@@ -47,20 +49,37 @@ def html(report: PeakReport) -> str:
     return "".join(html_chunks(report))
 
 
-def html_chunks(report: PeakReport) -> Iterator[str]:
+def html_chunks(report: PeakReport, aside: bool = False) -> Iterator[str]:
     """The page in pieces, so a fleet's page (thousands of charts, 15 MB) is written as it is drawn
-    instead of held whole (and its parts besides) in memory."""
+    instead of held whole (and its parts besides) in memory. `aside`: a fleet's second half of the page
+    drawn by a forked child while this process draws the first (report/aside.py): only in a command's
+    own process."""
     page_title = _e(f"netprobe peak report {iso(report.generated_at)}")
     yield ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
            f"<title>{page_title}</title><style>{_CSS}</style></head><body>\n")
-    for k, part in enumerate(_parts(report)):
-        if k:
+    later = None
+    if aside and len(report.rows) >= ASIDE_ROWS:
+        from .aside import Aside
+
+        later = Aside(lambda: _joined(_second(report), lead=True))
+    try:
+        yield from _joined(_first(report))
+        yield from later.text() if later is not None else _joined(_second(report), lead=True)
+    finally:
+        if later is not None:
+            later.close()
+    yield "\n</body></html>\n"
+
+
+def _joined(parts: Iterator[str | Iterator[str]], lead: bool = False) -> Iterator[str]:
+    """The parts' text, "\n" between them (and before the first, with `lead`)."""
+    for k, part in enumerate(parts):
+        if k or lead:
             yield "\n"
         if isinstance(part, str):
             yield part
         else:
             yield from part
-    yield "\n</body></html>\n"
 
 
 def _charts(drawn: Iterable[str]) -> Iterator[str]:
@@ -69,8 +88,9 @@ def _charts(drawn: Iterable[str]) -> Iterator[str]:
     yield "</div>"
 
 
-def _parts(report: PeakReport) -> Iterator[str | Iterator[str]]:
-    """The page's parts in order (a lazy part is drawn when it is written), "\n" between them."""
+def _first(report: PeakReport) -> Iterator[str | Iterator[str]]:
+    """The page's first parts in order (a lazy part is drawn when it is written): the title, the
+    summary, the profiles and loss by hour (about half the drawing of a fleet's page)."""
     yield f"<h1>{_e(title(report))}</h1>"
     yield (f'<p class="meta">generated {_e(iso(report.generated_at))} · windows are local hours of each '
            f"agent's time zone, half-open · ranking: {_e(RULE)}</p>")
@@ -87,6 +107,13 @@ def _parts(report: PeakReport) -> Iterator[str | Iterator[str]]:
     yield _charts(svg.profile_chart(r, report.window, report.offpeak) for r in rows)
     yield "<h2>Loss by hour</h2>"
     yield svg.loss_heatmap(rows, report.window)
+
+
+def _second(report: PeakReport) -> Iterator[str | Iterator[str]]:
+    """The rest: SLO attainment, both directions, the lines."""
+    rows = report.rows
+    if not rows:
+        return
     if any(r.slo is not None and r.slo.hours for r in rows):
         yield "<h2>SLO attainment by hour</h2>"
         yield _charts(svg.attainment_hours(r, report.window) for r in rows if r.slo is not None)

@@ -108,7 +108,7 @@ def _emit(report: PeakReport, fmt: str, out: Path | None) -> None:
     else:
         from netprobe.report.render_html import html_chunks
 
-        chunks = html_chunks(report)       # written as drawn: a fleet's page is 15 MB
+        chunks = html_chunks(report, aside=True)    # written as drawn: a fleet's page is 15 MB
     if out is None:
         sys.stdout.writelines(chunks)
     else:

@@ -10,28 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from netprobe.budget.attainment import SloModel
 from netprobe.report import render_html, svg
-from netprobe.report.peak import PeakReport, compute
+from netprobe.report.peak import PeakReport
 from netprobe.report.render_html import html, html_chunks
-from netprobe.report.slo import SloRequest
-from netprobe.store import open_store
-from tests.support.report import NOW, dataset, write_all
-
-
-async def _report(url: str) -> PeakReport:
-    store = await open_store(url)
-    try:
-        return await compute(store, days=7, now=NOW, slo=SloRequest(SloModel(1000), hours=True, curve=True))
-    finally:
-        await store.close()
+from tests.support.report import dataset, slo_report, write_all
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> PeakReport:
     url = f"sqlite:///{tmp_path_factory.mktemp('aside') / 'a.db'}"
     asyncio.run(write_all(url, dataset(days=8, targets=("hk-cn2", "hk-bgp", "us-163"), extras=False, seed=9)))
-    got = asyncio.run(_report(url))
+    got = asyncio.run(slo_report(url))
     assert len(got.rows) == 6 and all(r.slo is not None and r.slo.curve for r in got.rows)
     return got
 

@@ -9,29 +9,17 @@ from pathlib import Path
 
 import numpy as np
 
-from netprobe.budget.attainment import SloModel
 from netprobe.report import svg
-from netprobe.report.peak import PeakReport, compute
 from netprobe.report.render_html import html
-from netprobe.report.slo import SloRequest
-from netprobe.store import open_store
 from tests.support.browser import screenshot
-from tests.support.report import NOW, dataset, write_all
-
-
-async def _report(url: str) -> PeakReport:
-    store = await open_store(url)
-    try:
-        return await compute(store, days=7, now=NOW, slo=SloRequest(SloModel(1000), hours=True, curve=True))
-    finally:
-        await store.close()
+from tests.support.report import dataset, slo_report, write_all
 
 
 def test_attainment_charts_render(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     asyncio.run(write_all(url, dataset(days=8, agents=["sh-ct-1"], targets=("hk-cn2", "us-163"), extras=False,
                                        seed=9)))
-    report = asyncio.run(_report(url))
+    report = asyncio.run(slo_report(url))
     rows = {r.target: r for r in report.rows}
     hk, us = rows["hk-cn2"].slo, rows["us-163"].slo
     assert hk is not None and us is not None and len(hk.hours) == 24 and hk.curve and us.curve

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -23,6 +23,9 @@ from netprobe.probes.tcp import TcpResult
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import open_store
 from tests.support.store import typed
+
+if TYPE_CHECKING:
+    from netprobe.report.peak import PeakReport
 
 NOW = datetime(2026, 3, 30, 10, 0, tzinfo=UTC)      # Berlin moved to CEST on 2026-03-29 at 01:00 UTC
 BERLIN_SPRING = datetime(2026, 3, 29, 1, 0, tzinfo=UTC)
@@ -219,6 +222,19 @@ def expected(envs: Sequence[dict[str, Any]]) -> Expected:
 
 PEAK = range(20, 23)
 OFFPEAK = range(3, 6)
+
+
+async def slo_report(url: str) -> PeakReport:
+    """The report of the store at `url` over 7 days at NOW, with every SLO figure the HTML draws."""
+    from netprobe.budget.attainment import SloModel
+    from netprobe.report.peak import compute
+    from netprobe.report.slo import SloRequest
+
+    store = await open_store(url)
+    try:
+        return await compute(store, days=7, now=NOW, slo=SloRequest(SloModel(1000), hours=True, curve=True))
+    finally:
+        await store.close()
 
 
 async def write_all(url: str, envs: Sequence[dict[str, Any]], fold: bool = True) -> None:

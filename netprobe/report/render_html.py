@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from html import escape
+from typing import TextIO
 
 from netprobe.times import iso
 
@@ -49,26 +50,44 @@ def html(report: PeakReport) -> str:
     return "".join(html_chunks(report))
 
 
-def html_chunks(report: PeakReport, aside: bool = False) -> Iterator[str]:
+def html_chunks(report: PeakReport) -> Iterator[str]:
     """The page in pieces, so a fleet's page (thousands of charts, 15 MB) is written as it is drawn
-    instead of held whole (and its parts besides) in memory. `aside`: a fleet's second half of the page
-    drawn by a forked child while this process draws the first (report/aside.py): only in a command's
-    own process."""
-    page_title = _e(f"netprobe peak report {iso(report.generated_at)}")
-    yield ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-           f"<title>{page_title}</title><style>{_CSS}</style></head><body>\n")
+    instead of held whole (and its parts besides) in memory."""
+    yield _head(report)
+    yield from _joined(_first(report))
+    yield from _joined(_second(report), lead=True)
+    yield _TAIL
+
+
+def write_html(report: PeakReport, out: TextIO, aside: bool = False) -> None:
+    """The page written to `out` as it is drawn. `aside`: a fleet's page (ASIDE_ROWS rows or more) has
+    its second half drawn by a forked child while this process draws the first, and written by it
+    after (report/aside.py): only in a command's own process. The same text either way."""
+    out.write(_head(report))
     later = None
     if aside and len(report.rows) >= ASIDE_ROWS:
         from .aside import Aside
 
-        later = Aside(lambda: _joined(_second(report), lead=True))
+        later = Aside(lambda: _joined(_second(report), lead=True), out)
     try:
-        yield from _joined(_first(report))
-        yield from later.text() if later is not None else _joined(_second(report), lead=True)
+        out.writelines(_joined(_first(report)))
+        if later is not None:
+            later.write(out)
+        else:
+            out.writelines(_joined(_second(report), lead=True))
     finally:
         if later is not None:
             later.close()
-    yield "\n</body></html>\n"
+    out.write(_TAIL)
+
+
+def _head(report: PeakReport) -> str:
+    page_title = _e(f"netprobe peak report {iso(report.generated_at)}")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{page_title}</title><style>{_CSS}</style></head><body>\n")
+
+
+_TAIL = "\n</body></html>\n"
 
 
 def _joined(parts: Iterator[str | Iterator[str]], lead: bool = False) -> Iterator[str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -96,24 +95,28 @@ def _emit(report: PeakReport, fmt: str, out: Path | None) -> None:
             print_table(report, Console(emoji=False, file=fh, width=240, no_color=True, highlight=False))
         _note(f"wrote {out}")
         return
-    chunks: Iterable[str]
-    if fmt == "json":
-        import orjson  # a fleet's report is megabytes: the json module took a fifth of its time
+    if fmt == "html":
+        from netprobe.report.render_html import write_html
 
-        chunks = (orjson.dumps(report.to_dict()).decode() + "\n",)
-    elif fmt == "md":
-        from netprobe.report.render_md import markdown
-
-        chunks = (markdown(report),)
+        def write(fh: TextIO) -> None:
+            write_html(report, fh, aside=True)      # written as drawn: a fleet's page is 15 MB
     else:
-        from netprobe.report.render_html import html_chunks
+        if fmt == "json":
+            import orjson  # a fleet's report is megabytes: the json module took a fifth of its time
 
-        chunks = html_chunks(report, aside=True)    # written as drawn: a fleet's page is 15 MB
+            text = orjson.dumps(report.to_dict()).decode() + "\n"
+        else:
+            from netprobe.report.render_md import markdown
+
+            text = markdown(report)
+
+        def write(fh: TextIO) -> None:
+            fh.write(text)
     if out is None:
-        sys.stdout.writelines(chunks)
+        write(sys.stdout)
     else:
         with _open(out) as fh:
-            fh.writelines(chunks)
+            write(fh)
     if not report.rows and fmt != "json":
         _note("no hourly rollups in the chosen days: the report is empty")
     if out is not None:

@@ -1,10 +1,14 @@
 """A fleet's HTML page drawn in two processes (report/aside.py): the page is the same text as drawn in
-one, also when the child fails or the page is abandoned half-written; with a real fork, on a real store."""
+one — to a file, to a pipe, when the child fails, when nothing can be forked — and a page given up
+half-written leaves no child behind; with real forks, on a real store."""
 
 from __future__ import annotations
 
 import asyncio
+import io
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,7 +16,7 @@ import pytest
 
 from netprobe.report import render_html, svg
 from netprobe.report.peak import PeakReport
-from netprobe.report.render_html import html, html_chunks
+from netprobe.report.render_html import html, write_html
 from tests.support.report import dataset, slo_report, write_all
 
 
@@ -50,23 +54,49 @@ def _gone(pid: int) -> bool:
     return False
 
 
-def test_page_drawn_aside_is_the_page(report: PeakReport, forks: list[int]) -> None:
+def _written(report: PeakReport, path: Path, aside: bool = True) -> str:
+    with path.open("w", encoding="utf-8") as fh:
+        write_html(report, fh, aside=aside)
+    return path.read_text(encoding="utf-8")
+
+
+def test_page_drawn_aside_is_the_page(report: PeakReport, forks: list[int], tmp_path: Path) -> None:
     whole = html(report)
-    assert "".join(html_chunks(report, aside=True)) == whole
+    assert _written(report, tmp_path / "p.html") == whole
     assert len(forks) == 1 and _gone(forks[0])
     assert "SLO attainment by hour" in whole and "Lines compared" in whole and "Loss % by local hour" in whole
 
 
-def test_small_page_is_drawn_here(report: PeakReport, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_page_drawn_aside_down_a_pipe(report: PeakReport, forks: list[int], tmp_path: Path) -> None:
+    copy = "import sys; sys.stdout.buffer.write(sys.stdin.buffer.read())"
+    with (tmp_path / "out.html").open("wb") as into:
+        reader = subprocess.Popen([sys.executable, "-c", copy], stdin=subprocess.PIPE, stdout=into)
+        assert reader.stdin is not None
+        with open(reader.stdin.fileno(), "w", encoding="utf-8", closefd=False) as pipe:
+            write_html(report, pipe, aside=True)
+        reader.stdin.close()
+        assert reader.wait(timeout=60) == 0
+    assert (tmp_path / "out.html").read_text(encoding="utf-8") == html(report)
+    assert len(forks) == 1 and _gone(forks[0])
+
+
+def test_small_page_or_no_file_is_drawn_here(report: PeakReport, monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path: Path) -> None:
     def no_fork() -> int:
-        raise AssertionError("a page of 6 rows forked")
+        raise AssertionError("forked")
 
     monkeypatch.setattr(os, "fork", no_fork)
-    assert "".join(html_chunks(report, aside=True)) == html(report)
+    assert _written(report, tmp_path / "small.html") == html(report)      # 6 rows: below ASIDE_ROWS
+    monkeypatch.setattr(render_html, "ASIDE_ROWS", 1)
+    text = io.StringIO()                                                # no file descriptor under it
+    write_html(report, text, aside=True)
+    assert text.getvalue() == html(report)
+    with (tmp_path / "latin.html").open("w", encoding="latin-1", errors="replace") as fh:
+        write_html(report, fh, aside=True)                              # not UTF-8: drawn here too
 
 
 def test_a_failed_child_is_drawn_here(report: PeakReport, forks: list[int],
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
+                                      monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     here = os.getpid()
     draw: Callable[..., str] = svg.attainment_hours
 
@@ -76,13 +106,17 @@ def test_a_failed_child_is_drawn_here(report: PeakReport, forks: list[int],
         return draw(*args)
 
     monkeypatch.setattr(svg, "attainment_hours", only_here)
-    assert "".join(html_chunks(report, aside=True)) == html(report)
+    assert _written(report, tmp_path / "f.html") == html(report)
     assert len(forks) == 1 and _gone(forks[0])
 
 
-def test_an_abandoned_page_leaves_no_child(report: PeakReport, forks: list[int], tmp_path: Path) -> None:
-    chunks = html_chunks(report, aside=True)
-    (tmp_path / "head.html").write_text(next(chunks) + next(chunks), encoding="utf-8")
-    assert len(forks) == 1
-    chunks.close()
-    assert _gone(forks[0])
+def test_a_page_given_up_leaves_no_child(report: PeakReport, forks: list[int], tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(*args: object) -> str:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(svg, "profile_chart", full)          # this process's half fails
+    with pytest.raises(OSError, match="No space"):
+        _written(report, tmp_path / "g.html")
+    assert len(forks) == 1 and _gone(forks[0])
+    assert "SLO attainment by hour" not in (tmp_path / "g.html").read_text(encoding="utf-8")

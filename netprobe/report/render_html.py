@@ -63,21 +63,18 @@ def write_html(report: PeakReport, out: TextIO, aside: bool = False) -> None:
     """The page written to `out` as it is drawn. `aside`: a fleet's page (ASIDE_ROWS rows or more) has
     its second half drawn by a forked child while this process draws the first, and written by it
     after (report/aside.py): only in a command's own process. The same text either way."""
-    out.write(_head(report))
-    later = None
-    if aside and len(report.rows) >= ASIDE_ROWS:
-        from .aside import Aside
+    if not aside or len(report.rows) < ASIDE_ROWS:
+        out.writelines(html_chunks(report))
+        return
+    from .aside import Aside
 
-        later = Aside(lambda: _joined(_second(report), lead=True), out)
+    out.write(_head(report))
+    later = Aside(lambda: _joined(_second(report), lead=True), out)
     try:
         out.writelines(_joined(_first(report)))
-        if later is not None:
-            later.write(out)
-        else:
-            out.writelines(_joined(_second(report), lead=True))
+        later.write(out)
     finally:
-        if later is not None:
-            later.close()
+        later.close()
     out.write(_TAIL)
 
 

@@ -5,6 +5,7 @@ the same function, so both ways print the same."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -95,28 +96,19 @@ def _emit(report: PeakReport, fmt: str, out: Path | None) -> None:
             print_table(report, Console(emoji=False, file=fh, width=240, no_color=True, highlight=False))
         _note(f"wrote {out}")
         return
-    if fmt == "html":
-        from netprobe.report.render_html import write_html
+    with _open(out) if out is not None else contextlib.nullcontext(sys.stdout) as fh:
+        if fmt == "html":
+            from netprobe.report.render_html import write_html
 
-        def write(fh: TextIO) -> None:
             write_html(report, fh, aside=True)      # written as drawn: a fleet's page is 15 MB
-    else:
-        if fmt == "json":
+        elif fmt == "json":
             import orjson  # a fleet's report is megabytes: the json module took a fifth of its time
 
-            text = orjson.dumps(report.to_dict()).decode() + "\n"
+            fh.write(orjson.dumps(report.to_dict()).decode() + "\n")
         else:
             from netprobe.report.render_md import markdown
 
-            text = markdown(report)
-
-        def write(fh: TextIO) -> None:
-            fh.write(text)
-    if out is None:
-        write(sys.stdout)
-    else:
-        with _open(out) as fh:
-            write(fh)
+            fh.write(markdown(report))
     if not report.rows and fmt != "json":
         _note("no hourly rollups in the chosen days: the report is empty")
     if out is not None:

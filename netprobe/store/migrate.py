@@ -1,6 +1,6 @@
 """Alembic, configured in code so it works from a checkout, an editable and a wheel install.
 
-Alembic (with Mako and Pygments behind it: ~8 MB and 100+ modules) is imported only when a migration
+Alembic (with Mako and Pygments behind it: 100+ modules) is imported only when a migration
 really runs: opening a database that is already at the head — every agent and collector start but the
 first after an upgrade — reads the revision with one query and the head from the scripts' own text.
 """
@@ -25,14 +25,11 @@ _PG_UPGRADE_LOCK = 0x6E657470
 
 
 def migrations_dir() -> Path:
-    """The Alembic scripts: `migrations/` at the top of the source tree."""
-    here = Path(__file__).resolve().parent
-    # netprobe/store/migrations is a symlink to it in the tree, a real copy in a wheel (package data)
-    for candidate in (here / "migrations", here.parents[1] / "migrations"):
-        if (candidate / "env.py").is_file() and (candidate / "versions").is_dir():
-            return candidate
-    raise StorageError(f"Alembic migrations not found (looked in {here.parents[1] / 'migrations'} "
-                       f"and {here / 'migrations'}); the installation is incomplete")
+    """The Alembic scripts, shipped inside the package (netprobe/store/migrations)."""
+    here = Path(__file__).resolve().parent / "migrations"
+    if (here / "env.py").is_file() and (here / "versions").is_dir():
+        return here
+    raise StorageError(f"Alembic migrations not found in {here}; the installation is incomplete")
 
 
 class MigrationError(Exception):
@@ -92,8 +89,8 @@ def script_head() -> str | None:
 
 def _stored_revision(connection: Connection) -> str | None:
     """alembic_version's one row as Alembic reads it; None when there is no table or not one row."""
-    # Not inspect().has_table: on PostgreSQL that loads the catalog reflection machinery, a tenth of a
-    # short command's start-up, for one yes or no.
+    # Not inspect().has_table: on PostgreSQL that loads the catalog reflection machinery, a visible part
+    # of a short command's start-up, for one yes or no.
     from sqlalchemy import inspect, text
 
     if connection.dialect.name == "postgresql":

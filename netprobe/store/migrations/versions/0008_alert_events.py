@@ -1,5 +1,5 @@
 """Alert history: alert_events records every alert transition (firing, resolved, local) with the quorum
-scope and the agents that agreed, for the dashboard (DESIGN §11).
+scope and the agents that agreed, for the dashboard (docs/dashboard.md).
 
 Revision ID: 0008
 Revises: 0007

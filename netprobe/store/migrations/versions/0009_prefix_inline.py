@@ -1,13 +1,13 @@
 """PostgreSQL: the prefix rows' payload and levels kept in the row (STORAGE MAIN), compressed with LZ4
 where the server has it. A prefix row is ~13 KB raw (a 5.7 KB payload, ten levels of 7.7 KB in all),
 over the 2 KB toast threshold, so the server had compressed its values with pglz and moved them out of
-line: each one a report reads was fetched through the toast table's index. On a fleet's 90 days
-(363,600 rows) the report's statement reading the prefix rows took 0.32–0.38 s of the server's time;
-in the row 0.19–0.23 s, and with LZ4 0.15–0.18 s. The table grows from 1.7 to 2.8 GB (a row fills most
+line: each one a report reads was fetched through the toast table's index. Kept in the row, the
+report's statement reading a fleet's prefix rows costs the server much less, and with LZ4 less again
+(see bench/README.md, report_scale). The table grows from 1.7 to 2.8 GB (a row fills most
 of a page; the hourly rows beside it are 9 GB).
 
 Existing rows are rewritten — copied with each value made anew, so that it is compressed and stored the
-new way — into a new table that replaces the old (on a fleet's 363,600 rows about 40 s). SQLite keeps
+new way — into a new table that replaces the old (one pass over a fleet's 363,600 rows). SQLite keeps
 its blobs as they are: it has no toast.
 
 Revision ID: 0009

@@ -1,5 +1,6 @@
 """Alembic environment. netprobe runs it programmatically (netprobe.store.migrate), handing over an
-open connection; the alembic CLI also works: `alembic -c migrations/alembic.ini -x db=URL upgrade head`.
+open connection; the alembic CLI also works:
+`alembic -c netprobe/store/migrations/alembic.ini -x db=URL upgrade head`.
 """
 
 from __future__ import annotations

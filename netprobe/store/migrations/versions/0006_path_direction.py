@@ -1,4 +1,4 @@
-"""Route events per direction (DESIGN §9): path_changes.direction says which way the path runs,
+"""Route events per direction (docs/probes.md): path_changes.direction says which way the path runs,
 forward (agent → target, the mtr probe) or return (target → agent, rmtr). Every event stored before
 was an mtr event: forward.
 

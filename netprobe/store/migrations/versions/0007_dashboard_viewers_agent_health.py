@@ -1,4 +1,5 @@
-"""Dashboard (DESIGN §11): viewer credentials, stored hashed as agent tokens are; and each agent's health
+"""Dashboard (docs/dashboard.md): viewer credentials, stored hashed as agent tokens
+are; and each agent's health
 as its uplink last reported it (outbox backlog, clock offset), next to agents.last_seen.
 
 Revision ID: 0007

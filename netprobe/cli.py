@@ -104,6 +104,8 @@ def main() -> None:
     # small to share (a report's products are matrix × vector). One thread, unless the user says.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
+        if "--help" not in sys.argv[2:]:
+            _check_extra(word)
         if word == "agent" and sys.argv[2:3] == ["run"]:
             _agent_run(sys.argv[3:])
         if word in ("report", "budget"):
@@ -121,6 +123,29 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
+    except ModuleNotFoundError as exc:
+        from netprobe.extras import extra_for
+
+        extra = extra_for(exc)
+        if extra is None:
+            raise
+        _needs(extra)
+
+
+def _check_extra(word: str) -> None:
+    from netprobe.extras import missing_for_command
+
+    extra = missing_for_command(word)
+    if extra is not None:
+        _needs(extra)
+
+
+def _needs(extra: str) -> None:
+    from netprobe.extras import install_hint
+
+    command = " ".join(a for a in sys.argv[1:3] if not a.startswith("-"))
+    _error(f"error: netprobe {command} needs the '{extra}' extra: {install_hint(extra)}", markup=False)
+    sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ nothing here. Effective settings for a target's probe merge, key by key,
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from pydantic import (
     ValidationError,
 )
 
+from netprobe import extras
 from netprobe.config.alerts import AlertRule, NotifierConfig, check_alerting
 from netprobe.config.base import StrictModel, check_unique
 from netprobe.config.loader import (
@@ -129,6 +130,7 @@ def _build(data: dict[str, Any], problems: list[str]) -> Config | None:
         problems.append(f"reflector.token_file: targets {', '.join(users)} use a reflector; set token_file "
                         "(or token_env, or token) to the token `netprobe target add-agent` printed")
 
+    problems += _extras(sections, alerts)
     if problems:
         return None
     config = Config(agent=sections["agent"], storage=sections["storage"], resolver=sections["resolver"],
@@ -138,6 +140,20 @@ def _build(data: dict[str, Any], problems: list[str]) -> Config | None:
                     probes=defaults, targets=tuple(targets), alerts=alerts, notifiers=notifiers)
     config._effective.update(effective)
     return config
+
+
+def _extras(sections: Mapping[str, Any], alerts: Sequence[AlertRule]) -> list[str]:
+    """What this file turns on that the plain agent install lacks, each with the extra that adds it:
+    found at start-up rather than at the first round that needs it."""
+    needs: list[tuple[str, str]] = []
+    storage, influx = sections.get("storage"), sections.get("influxdb")
+    if isinstance(storage, StorageConfig) and (storage.url or "").startswith("postgresql"):
+        needs.append(("psycopg", "storage.url"))
+    if isinstance(influx, InfluxConfig) and influx.url:
+        needs.append(("influxdb_client", "influxdb.url"))
+    needs += [("numpy", f"alerts[{i}].metric")
+              for i, rule in enumerate(alerts) if rule.metric == "attainment_pct"]
+    return [p for module, field in needs if (p := extras.missing(module, field)) is not None]
 
 
 def _probe_defaults(raw: object, problems: list[str]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -28,6 +30,7 @@ from netprobe.sinks.pipeline import Pipeline
 from netprobe.store import EnvelopeError, Store
 from netprobe.store.dashboard import note_health
 from netprobe.store.envelopes import parse_envelopes
+from netprobe.store.wire import envelope_schema
 from netprobe.times import utc_now
 
 log = logging.getLogger("netprobe.collector")
@@ -76,6 +79,7 @@ def make_app(ingest: Ingest) -> web.Application:
     app[INGEST] = ingest
     app.router.add_post("/api/v1/results", handle_results)
     app.router.add_get("/healthz", handle_healthz)
+    app.router.add_get("/api/v1/schema/envelope.json", handle_envelope_schema)
     app.router.add_get("/metrics", handle_metrics)
     return app
 
@@ -211,6 +215,16 @@ async def _store(ingest: Ingest, agent: str, parsed: Parsed) -> web.Response:
 def _kind(value: Any) -> str:
     return {dict: "an object", str: "a string", bool: "a boolean", type(None): "null"}.get(
         type(value), "a number" if isinstance(value, int | float) else type(value).__name__)
+
+
+@functools.cache
+def _envelope_schema() -> bytes:
+    return json.dumps(envelope_schema(), indent=2).encode()
+
+
+async def handle_envelope_schema(request: web.Request) -> web.Response:
+    """What POST /api/v1/results accepts, as JSON Schema; public, like the probes' source."""
+    return web.Response(body=_envelope_schema(), content_type="application/schema+json")
 
 
 async def handle_healthz(request: web.Request) -> web.Response:

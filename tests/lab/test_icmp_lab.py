@@ -23,6 +23,7 @@ import pytest
 
 from netprobe.store import open_store
 from tests.support.lab import LabState, agent_exec, agent_process, ping_summary, running_lab
+from tests.support.schema import assert_schema_valid
 
 pytestmark = pytest.mark.lab
 
@@ -116,7 +117,7 @@ def test_jitter_rises_with_configured_jitter(lab: LabState) -> None:
     assert calm["jitter_ms"] is not None and shaky["jitter_ms"] is not None
     assert shaky["jitter_ms"] > calm["jitter_ms"] + 1.0, (calm["jitter_ms"], shaky["jitter_ms"])
     assert shaky["rtt_ms"]["stdev"] > calm["rtt_ms"]["stdev"] + 1.0
-    # jitter is the mean |difference| of consecutive received samples, as DESIGN §3 defines it
+    # jitter is the mean |difference| of consecutive received samples, as docs/numbers.md defines it
     got = [s for s in shaky["samples_ms"] if s is not None]
     diffs = [abs(b - a) for a, b in itertools.pairwise(got)]
     assert shaky["jitter_ms"] == pytest.approx(statistics.fmean(diffs))
@@ -239,6 +240,7 @@ async def _read(db: Path) -> tuple[list[dict[str, Any]], Any]:
     try:
         now = datetime.now(UTC)
         rows = [r.envelope.raw for r in await store.results("lab-t")]
+        assert_schema_valid(rows)   # the envelope schema the collector serves
         window = await store.window_stats("lab-t", "clean", "icmp", now - timedelta(hours=2),
                                           now + timedelta(hours=1))
         return rows, window

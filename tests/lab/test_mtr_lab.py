@@ -22,6 +22,7 @@ import pytest
 
 from tests.support.lab import LabState, agent_exec, agent_process, running_lab, spec_toml
 from tests.support.mmdb import write_asn_db
+from tests.support.schema import assert_schema_valid
 
 pytestmark = pytest.mark.lab
 
@@ -124,7 +125,7 @@ def test_json_report_has_system_mtr_keys_and_types_hub_by_hub(lab: LabState, rou
         assert list(mine)[:len(their)] == list(their), (mine, their)
         assert {k: type(mine[k]).__name__ for k in their} == _json_types(their), (mine, their)
         assert mine["count"] == their["count"] and mine["Snt"] == their["Snt"] == 5
-        # netprobe's additions (DESIGN §7) stay, after mtr's keys
+        # netprobe's additions (docs/api.md) stay, after mtr's keys
         assert {"ASN", "org", "country", "addresses", "rate_limited", "icmp_errors"} <= set(mine)
     assert set(full["route"]) >= {"label", "asns", "path_loss_pct", "hash"}
 
@@ -315,7 +316,9 @@ async def _read_agent_db(db: Path) -> tuple[list[dict[str, Any]], list[dict[str,
         now = datetime.now(UTC)
         window = await store.window_stats("lab-mtr", "gia", "mtr", now - timedelta(hours=2),
                                           now + timedelta(hours=1))
-        return ([r.envelope.raw for r in await store.results("lab-mtr")],
+        rows = [r.envelope.raw for r in await store.results("lab-mtr")]
+        assert_schema_valid(rows)   # the envelope schema the collector serves
+        return (rows,
                 [asdict(e) for e in await store.path_events("lab-mtr")], window)
     finally:
         await store.close()

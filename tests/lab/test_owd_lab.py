@@ -1,4 +1,4 @@
-"""owd on the lab against each direction's configured impairment (DESIGN §9, issue 12 point 6):
+"""owd on the lab against each direction's configured impairment (docs/probes.md, issue 12 point 6):
 `netprobe target --udp` in each datacenter namespace, `netprobe probe owd` in the agent's, every
 packet through the relay's per-direction delay, jitter and loss."""
 
@@ -17,6 +17,7 @@ import pytest
 
 from tests.support.farend import issue
 from tests.support.lab import LabState, agent_exec, ping_summary, running_lab, wait_healthy
+from tests.support.schema import assert_schema_valid
 
 pytestmark = pytest.mark.lab
 
@@ -64,6 +65,9 @@ def owd(lab: tuple[LabState, Path], route: str, count: int, *extra: str) -> dict
                       "--interval", "10ms", "--json", *extra], timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     result: dict[str, Any] = json.loads(out.stdout)
+    # what an agent would upload of this round: the collector's envelope schema takes it
+    assert_schema_valid([{"id": "owd-1", "probe": "owd", "started_at": result["started_at"],
+                          "agent": {"id": "lab-agent"}, "target": {"id": route}, "result": result}])
     return result
 
 

@@ -20,6 +20,7 @@ import pytest
 
 from tests.support.farend import issue, target_cli
 from tests.support.lab import LabState, agent_exec, agent_process, running_lab, spec_toml, wait_healthy
+from tests.support.schema import assert_schema_valid
 
 pytestmark = pytest.mark.lab
 
@@ -192,7 +193,9 @@ async def _read(db: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
     store = await open_store(f"sqlite:///{db}", upgrade=False)
     try:
-        return ([r.envelope.raw for r in await store.results()],
+        rows = [r.envelope.raw for r in await store.results()]
+        assert_schema_valid(rows)   # the envelope schema the collector serves
+        return (rows,
                 [asdict(e) for e in await store.path_events()])
     finally:
         await store.close()

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.support.lab import LabState, agent_exec, agent_process, running_lab, target_in, wait_healthy
+from tests.support.schema import assert_schema_valid
 
 pytestmark = pytest.mark.lab
 
@@ -157,6 +158,8 @@ async def _read(db: Path) -> tuple[list[dict[str, Any]], Any]:
         now = datetime.now(UTC)
         window = await store.window_stats("lab-sse", "clean", "sse", now - timedelta(hours=2),
                                           now + timedelta(hours=1))
-        return [r.envelope.raw for r in await store.results("lab-sse")], window
+        rows = [r.envelope.raw for r in await store.results("lab-sse")]
+        assert_schema_valid(rows)   # the envelope schema the collector serves
+        return rows, window
     finally:
         await store.close()

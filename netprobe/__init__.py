@@ -1,3 +1,3 @@
 """netprobe: route-quality monitor for LLM inference served across borders."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -1,6 +1,6 @@
 """Options read without typer and click, for the commands that start often and do little else in their
-first tenth of a second (`report peak`): importing typer (with click) and building its
-command tree cost a report ~0.05–0.1 s of CPU, a tenth of its < 1 s goal at fleet scale.
+first moments (`report peak`): importing typer (with click) and building its command tree is a
+visible share of a fleet report's < 1 s goal (see bench/README.md, report_scale).
 
 Only the plain case is read here: every word an option the command takes, each once, with a value
 that converts. Anything else (--help, an unknown or repeated option, a missing or bad value, a value

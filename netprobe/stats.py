@@ -1,4 +1,4 @@
-"""The numbers of DESIGN §3, computed exactly as defined there (and nowhere else)."""
+"""The numbers of docs/numbers.md, computed exactly as defined there (and nowhere else)."""
 
 from __future__ import annotations
 

@@ -38,8 +38,8 @@ FLUSH_GRACE = 1.5   # … the sinks this long to flush …
 FINAL_UPLOAD = 1.0  # … and the uplink one attempt this long: together well inside 5 s
 ALERTS_GRACE = 0.5  # alerts stop and flush notifications alongside the drain, never longer
 # Rounds are written to the store (and its outbox) in one transaction this often, or at 500 queued.
-# A SQLite write costs ~10 ms of CPU whatever its size (about 70 driver-thread round trips) plus
-# ~0.3 ms a round: at 50 targets, once a second was ~1 % of a core, every 5 s is a fifth of that.
+# A SQLite write has a fixed cost whatever its size (about 70 driver-thread round trips) and a small
+# one per round, so fewer, larger writes cost the agent less CPU (see bench/README.md, agent_footprint).
 # The price: a crash (not SIGTERM, which flushes) can lose up to this much of the latest rounds.
 STORE_FLUSH_EVERY = 5.0
 # The agent's SQLite page cache per connection (SQLite's default: 2,000 KiB). Its statements touch the

@@ -1,5 +1,5 @@
 """`netprobe agent run`'s body, without typer: netprobe.cli runs a plain `agent run --config FILE`
-from here without building the command tree (typer and click are ~3 MB a daemon would keep for good).
+from here without building the command tree (typer and click: modules a daemon would keep for good).
 """
 
 from __future__ import annotations

@@ -36,8 +36,8 @@ def spread_offset(job_id: str, every: float) -> float:
 
 class _LoopScheduler(AsyncIOScheduler):  # type: ignore[misc]
     """AsyncIOScheduler whose own timer runs the due jobs in place. Its stock timer calls `wakeup`,
-    which is thread-safe: a self-pipe write, its read and one more loop iteration before every run
-    (~100 µs of CPU a run on the lab VM; the README's agent footprint, eighth round)."""
+    which is thread-safe: a self-pipe write, its read and one more loop iteration before every run,
+    a wake-up the agent pays for each run (see bench/README.md, agent_footprint)."""
 
     def _start_timer(self, wait_seconds: float | None) -> None:
         self._stop_timer()

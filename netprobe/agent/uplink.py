@@ -5,7 +5,7 @@ oldest in batches and deletes only what the collector acknowledged, so a collect
 restart or a SIGKILL mid-upload loses nothing and, with idempotent ingest, stores nothing twice.
 Failures back off exponentially with full jitter (tenacity) up to `retry_max`. It never touches the
 probing path: the scheduler and pipeline do not wait on it. Each upload is one POST on a new connection
-(netprobe.net.http1: aiohttp's client would be about 9 MB of the daemon's RSS); with store writes every
+(netprobe.net.http1: aiohttp's client would stay resident in the daemon for it); with store writes every
 5 s that is at most one connection per 5 s.
 """
 
@@ -136,7 +136,7 @@ class Uplink:
             await self._send(batch)
 
     async def _send(self, batch: list[OutboxEntry]) -> None:
-        # orjson: a tenth of json.dumps's CPU for a batch (the collector reads it with orjson too)
+        # orjson: far less CPU than json.dumps for a batch (the collector reads it with orjson too)
         body = gzip.compress(orjson.dumps([e.payload for e in batch]), 5)
         try:
             async with asyncio.timeout(self._cfg.timeout):  # connect to the answer read, as before

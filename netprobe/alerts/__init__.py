@@ -1,4 +1,4 @@
-"""Alerts (DESIGN §5): rules over consecutive windows of stored rounds, raised and cleared with
+"""Alerts (docs/alerts.md): rules over consecutive windows of stored rounds, raised and cleared with
 hysteresis, state persisted in `alert_states`, notifications on raise and clear only.
 
 config    the [[alerts]] / [[notifiers]] models, shared by the agent's and the collector's config

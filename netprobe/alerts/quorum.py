@@ -1,4 +1,4 @@
-"""Quorum rules (DESIGN §11): a collector rule with `quorum = N` judges groups, not single agents.
+"""Quorum rules (docs/alerts.md): a collector rule with `quorum = N` judges groups, not single agents.
 
 A group is one scope value (the agents' region, or isp with `scope = "isp"`, from the agents table) ×
 one datacenter × one declared line (from the targets table; a target without a datacenter is a group

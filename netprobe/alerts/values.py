@@ -20,7 +20,7 @@ loss and destination RTT). The lists come from the probes' specs (alert_metrics,
     asymmetric      rmtr               1 when the latest forward and return labels differ as of the
                                        window's end, 0 when they agree (pairs rmtr traced in it)
     attainment_pct  icmp, mtr, tcp     share of requests whose first token meets the rule's
-                                       slo_ttft_ms (DESIGN §10: 3 round trips from the window's RTT
+                                       slo_ttft_ms (docs/numbers.md: 3 round trips from the window's RTT
                                        samples and loss, no server time)
 
 A metric counted from route events counts the events of its providers' directions (forward for mtr,

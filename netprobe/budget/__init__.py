@@ -1,1 +1,1 @@
-"""The latency budget: `netprobe budget` (DESIGN §5)."""
+"""The latency budget: `netprobe budget` (docs/reports.md)."""

@@ -1,11 +1,11 @@
-"""SLO attainment (DESIGN §10): the share of requests whose time to first token meets the target, from
+"""SLO attainment (docs/numbers.md): the share of requests whose time to first token meets the target, from
 the route's RTT distribution and loss and the server's first-token distribution.
 
 One request = `calls` model calls in series; one call = k round trips, then the server's first token.
 A round trip is lost with the window's loss probability p, again on each retry, and every loss costs a
 retransmission timeout before the retry: 1 s on the TCP handshake (the first round trip of a new
 connection, RFC 6298's initial RTO), 200 ms + the mean RTT on every other trip (Linux's minimum RTO
-over its smoothed RTT); each further loss of the same trip doubles it (RFC 6298 §5.5's back-off).
+over its smoothed RTT); each further loss of the same trip doubles it (RFC 6298 section 5.5's back-off).
 
 So a call's time = Σ RTTᵢ + Σ RTOᵢ·(2^Lᵢ − 1) + server, Lᵢ ~ Geometric(p). The RTT sum and the server
 are convolved on a grid (FFT); the timeouts are discrete shifts, kept apart and applied exactly:
@@ -192,7 +192,7 @@ def _quantile_rows(values: F64, weights: F64, q: float) -> F64:
 
 def _erfc(z: F64) -> F64:
     """erfc, vectorised (Numerical Recipes' Chebyshev fit: fractional error < 1.2e-7): math.erfc per
-    cell cost 2 ms a distribution."""
+    cell is a Python call for each of a distribution's cells."""
     a = np.abs(z)
     t = 1.0 / (1.0 + 0.5 * a)
     poly = -a * a - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
@@ -358,7 +358,7 @@ class _Batch:
 
 
 def _power(f: npt.NDArray[np.complex128], k: int) -> npt.NDArray[np.complex128]:
-    """f ** k by multiplication (NumPy's complex power goes through exp and log: 5× slower)."""
+    """f ** k by multiplication (NumPy's complex power goes through exp and log, far slower)."""
     out = f
     for _ in range(k - 1):
         out = out * f

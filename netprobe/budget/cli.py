@@ -37,7 +37,7 @@ def budget(
     json_out: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
     slo_ttft_ms: Annotated[float | None, typer.Option(
         "--slo-ttft-ms", metavar="N", help="SLO: the share of requests whose first token arrives within N "
-        "ms (attainment, DESIGN §10); also the arithmetic's target when --ttft-ms is not given")] = None,
+        "ms (SLO attainment); also the arithmetic's target when --ttft-ms is not given")] = None,
     slo_tpot_ms: Annotated[float | None, typer.Option(
         "--slo-tpot-ms", metavar="N", help="SLO: a request must also stream within N ms per token")] = None,
     server_ttft_ms: Annotated[str | None, typer.Option(
@@ -48,8 +48,8 @@ def budget(
         "--attainment", metavar="X", help="the GPU budget keeps this share of requests within the SLO, "
         "%")] = 95.0,
 ) -> None:
-    """What a TTFT target leaves the GPU on each candidate route at the evening peak (DESIGN §5), and
-    with --slo-ttft-ms the share of requests that meet it (DESIGN §10)."""
+    """What a TTFT target leaves the GPU on each candidate route at the evening peak, and
+    with --slo-ttft-ms the share of requests that meet it."""
     if ctx.invoked_subcommand is not None:
         return
     from netprobe.budget.run import budget as run_budget  # also netprobe.cli's way without typer
@@ -92,7 +92,7 @@ def vram(
                           ] = 20.0,
     json_out: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
 ) -> None:
-    """GPU memory for a model: weights + KV cache + margin, and what fits each GPU size (DESIGN §10)."""
+    """GPU memory for a model: weights + KV cache + margin, and what fits each GPU size."""
     import math
     from fractions import Fraction
 

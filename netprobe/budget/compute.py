@@ -1,4 +1,4 @@
-"""The latency budget (DESIGN §5, §7): what a time-to-first-token target leaves the GPU.
+"""The latency budget (docs/reports.md, docs/api.md): what a time-to-first-token target leaves the GPU.
 
 network_ms = network_floor_ms × round_trips × calls, where the floor is the evening-peak P95 RTT and
 round_trips counts the trips before the first byte (1 on a warm keep-alive connection, 3 on a new

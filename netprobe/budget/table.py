@@ -28,7 +28,7 @@ def _connection(p: BudgetParams) -> str:
 
 
 def print_slo(rows: list[BudgetRow], slo: SloRequest, con: Console | None = None) -> None:
-    """Attainment (DESIGN §10): per candidate, the share of requests within the SLO at the peak and
+    """Attainment (docs/numbers.md): per candidate, the share of requests within the SLO at the peak and
     off-peak, the end-to-end TTFT, and the server time that keeps X % within it."""
     m = slo.model
     title = (f"SLO: first token within {m.ttft_ms:g} ms · {m.round_trips} round trip"

@@ -1,4 +1,4 @@
-"""GPU memory sizing (DESIGN §10, §7 `budget vram`): memory = weights + KV cache + margin.
+"""GPU memory sizing (docs/numbers.md, docs/api.md `budget vram`): memory = weights + KV cache + margin.
 
 - **Weights** = parameters × bytes per parameter: fp16/bf16 2, fp8 and int8 1, int4 0.5 plus one fp16
   scale per group of 128 weights (GPTQ/AWQ's usual group size): 0.5 + 2/128 = 0.515625 B. fp8 and int8

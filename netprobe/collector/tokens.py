@@ -1,4 +1,4 @@
-"""Per-agent bearer tokens (DESIGN §8): random, shown once, stored only as a sha256 hash."""
+"""Per-agent bearer tokens (docs/deployment.md): random, shown once, stored only as a sha256 hash."""
 
 from __future__ import annotations
 

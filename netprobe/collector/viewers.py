@@ -1,4 +1,4 @@
-"""Dashboard viewers (DESIGN §11): a name and a random secret, shown once, stored only as a sha256 hash."""
+"""Dashboard viewers (docs/dashboard.md): a name and a random secret, shown once, kept as a sha256 hash."""
 
 from __future__ import annotations
 

@@ -1,1 +1,1 @@
-"""`netprobe compare`: the same prompts against several OpenAI-compatible endpoints (DESIGN §10)."""
+"""`netprobe compare`: the same prompts against several OpenAI-compatible endpoints (docs/numbers.md)."""

@@ -1,5 +1,5 @@
 """`netprobe compare URL [URL…] [--concurrency 1,4,16 | --rate R] [--requests N] [--slo-ttft-ms N]
-[--json|--md]`: the same prompts against OpenAI-compatible endpoints, side by side (DESIGN §10)."""
+[--json|--md]`: the same prompts against OpenAI-compatible endpoints, side by side (docs/numbers.md)."""
 
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def compare(
     md_out: Annotated[bool, Opt("--md", help="the Markdown framework table")] = False,
 ) -> None:
     """Compare OpenAI-compatible endpoints with the same prompts: TTFT, TPOT, ITL, E2E, tokens/s,
-    goodput and errors per concurrency level or request rate (DESIGN §10)."""
+    goodput and errors per concurrency level or request rate."""
     if json_out and md_out:
         raise UsageError("--json and --md: choose one")
     plan = _plan(concurrency, rate, burstiness, seed, requests, warmup, prompt_words, output_tokens,

@@ -1,4 +1,4 @@
-"""Per endpoint and level, the figures of DESIGN §10 from the requests' records.
+"""Per endpoint and level, the figures of docs/numbers.md from the requests' records.
 
 Latency figures come from the successful requests only (vllm bench serve, GuideLLM); goodput counts
 a failed or incomplete request as missing the SLO (GuideLLM's rule) and, with a TPOT target too,

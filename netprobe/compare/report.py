@@ -1,4 +1,4 @@
-"""The comparison as one object: endpoints × levels, and the JSON of DESIGN §7."""
+"""The comparison as one object: endpoints × levels, and the JSON of docs/api.md."""
 
 from __future__ import annotations
 

@@ -67,7 +67,7 @@ _PREFIX_RE = re.compile(r"^/(?:[A-Za-z0-9._~-]+/)*$")
 
 
 class DashboardSection(StrictModel):
-    """[dashboard]: the read-only operator's view (DESIGN §11), served by `collector run` when enabled."""
+    """[dashboard]: the read-only operator's view, served by `collector run` when enabled."""
 
     enabled: bool = Field(default=False, description="serve the dashboard (viewers: collector add-viewer)")
     prefix: str = Field(default="/", description='URL path it is served under; starts and ends with "/"')

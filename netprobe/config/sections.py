@@ -163,7 +163,7 @@ class UplinkConfig(StrictModel):
 
 class ReflectorConfig(StrictModel):
     """[reflector]: how this agent authenticates to its targets' reflectors (`reflector = URL` on a
-    target; rmtr and owd, DESIGN §9). The token is the one `netprobe target add-agent` printed."""
+    target; rmtr and owd). The token is the one `netprobe target add-agent` printed."""
 
     token: str = Field(default="", description="the agent's reflector token (prefer token_file)", repr=False)
     token_file: str = Field(default="", description="file holding the token (never logged)")

@@ -1,4 +1,4 @@
-"""The collector's read-only dashboard (DESIGN §11): server-rendered HTML with inline CSS and SVG, no
+"""The collector's read-only dashboard (docs/dashboard.md): server-rendered HTML with inline CSS and SVG, no
 external assets, no JavaScript, behind viewer credentials (HTTP Basic, secrets stored hashed).
 
 Modules: routes (aiohttp handlers under the prefix: auth, methods, the days parameter), layout (the page

@@ -1,4 +1,4 @@
-"""The agents page: each agent's last upload, outbox backlog and clock offset (DESIGN §11)."""
+"""The agents page: each agent's last upload, outbox backlog and clock offset (docs/dashboard.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The overview: each region's candidate targets ranked at the last evening peak (DESIGN §11).
+"""The overview: each region's candidate targets ranked at the last evening peak (docs/dashboard.md).
 
 The rows are `report peak`'s (netprobe.report.peak.compute, its ranking and SLO attainment), over one
 local day ending where each agent's last peak ends, the peak window alone: only those hours' rollups
@@ -78,9 +78,9 @@ def _log_failure(task: asyncio.Task[PeakRows]) -> None:
 class PeakSnapshot:
     """The overview's rows, recomputed at most every `every` seconds (stale while revalidating).
 
-    Computing them costs a fleet's whole peak (hundreds of ms at 10 agents × 100 targets); they change
-    only as uploads land in the window. So a request gets the rows computed last; one that finds them
-    older than `every` starts a recomputation in the background and is answered with them. Only the
+    Computing them costs a fleet's whole peak (see bench/README.md, dashboard: the overview uncached);
+    they change only as uploads land in the window. So a request gets the rows computed last; one that
+    finds them older than `every` starts a recomputation in the background and is answered with them. Only the
     first request (or one after an error) waits for a computation. Invalidation is by age alone: the
     page says when its figures were computed, and they are at most `every` s + one computation old."""
 
@@ -150,7 +150,7 @@ async def overview_page(store: Source, base: str, now: datetime,
     parts = [f"<h1>{e(title)}</h1>",
              f'<p class="note">Each agent\'s last evening peak, local time ({e(peaks or "no agents yet")}). '
              f"{e(RULE)}. SLO %: share of requests whose first token arrives within "
-             f"{DEFAULT_SLO_TTFT_MS:g} ms (DESIGN §10). Bars: peak P95 on the region's scale, green below "
+             f"{DEFAULT_SLO_TTFT_MS:g} ms. Bars: peak P95 on the region's scale, green below "
              "0.1 % loss, amber below 1 %, red from 1 %. A target's page has its history. Figures computed "
              f"{peak.computed_at:%H:%M:%S} UTC in {peak.compute_s * 1000:.0f} ms"
              f"{f', recomputed at most every {snapshot.every:g} s' if snapshot is not None else ''}; "

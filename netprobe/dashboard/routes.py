@@ -1,4 +1,4 @@
-"""The dashboard's routes on the collector's aiohttp application (DESIGN §11), under its prefix:
+"""The dashboard's routes on the collector's aiohttp application (docs/dashboard.md), under its prefix:
 `/` overview, `/agents`, `/target/AGENT_ID/TARGET_ID?days=N`. GET and HEAD only (405 otherwise),
 HTTP Basic with a viewer's name and secret (401 otherwise), nothing written by any page."""
 

@@ -1,4 +1,4 @@
-"""The dashboard's target page (DESIGN §11, `/target/AGENT_ID/TARGET_ID?days=N`): one agent × target
+"""The dashboard's target page (docs/dashboard.md, `/target/AGENT_ID/TARGET_ID?days=N`): one agent × target
 over the last N days — the smoke graph, the probes' figure tables (TCP, SSE: their specs' page
 tables), path history per direction.
 

@@ -31,7 +31,7 @@ from netprobe.times import utc_now
 
 from .timeline import Timeline, replay, simulated_day
 
-SPEC = Path(__file__).with_name("lab.toml")     # agents/lab.toml, shipped with the package
+SPEC = Path(__file__).with_name("lab.toml")     # shipped with the package; agents/lab.toml links here
 TIMEZONE = "Asia/Shanghai"
 PEAK_HOURS = range(20, 23)                      # the report's default window, 20:00-23:00
 TTFT_MS = 1000.0

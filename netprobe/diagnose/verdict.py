@@ -44,7 +44,7 @@ class Verdict:
     level: int | None = None      # capacity/tpot: the first concurrency that breaks
     budget: BudgetRow | None = None
     levels: tuple[LevelCheck, ...] = ()
-    attainment_pct: float | None = None   # requests within the TTFT (DESIGN §10): RTTs, loss, server
+    attainment_pct: float | None = None   # requests within the TTFT (docs/numbers.md): RTTs, loss, server
 
     @property
     def within_budget(self) -> bool:

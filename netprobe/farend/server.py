@@ -35,7 +35,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 class _Reflector:
-    """The reflector's parts for one tokens file (DESIGN §9): POST /api/v1/trace's bearer check and,
+    """The reflector's parts for one tokens file (docs/probes.md): POST /api/v1/trace's bearer check and,
     with --udp, the owd socket. SIGHUP re-reads the file into both; a bad file keeps the old keys."""
 
     def __init__(self, tokens: Path) -> None:

@@ -1,4 +1,4 @@
-"""The reflector's per-agent tokens (`netprobe target --tokens FILE`, DESIGN §8–§9): a JSON file the
+"""The reflector's per-agent tokens (`netprobe target --tokens FILE`, docs/probes.md): a JSON file the
 operator manages with `netprobe target add-agent / revoke-agent`. It never holds a token: only its
 sha256 (for the bearer check of POST /api/v1/trace) and the owd key derived from it (the HMAC key of
 owd packets, which the reflector must hold to check them). Written atomically, mode 0600."""

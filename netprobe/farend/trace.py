@@ -1,4 +1,4 @@
-"""POST /api/v1/trace (DESIGN §9): the reflector traces back toward the address the request came from
+"""POST /api/v1/trace (docs/probes.md): the reflector traces back toward the address the request came from
 — the agent's address as this datacenter sees it, NAT included, where return traffic goes — with
 netprobe's own trace engine, and answers with `probe mtr --json`'s layout. It never traces any other
 address. Per token: one trace at a time and a minimum interval between starts (429 with Retry-After

@@ -1,9 +1,8 @@
 """Keep a VM's vCPUs from halting while the lab measures timing.
 
-On a VM a halted vCPU can take milliseconds to be run again once work arrives (hypervisor steal):
-measured on this project's VM, 1-2 % of every second went to stalls of 3-40 ms, which delay whatever
-the relay or a server holds at that moment. One lowest-priority (SCHED_IDLE) spinner per CPU keeps
-every vCPU busy without taking time from anything else: steal fell to about 1 ms per second.
+On a VM a halted vCPU can take milliseconds to be run again once work arrives (hypervisor steal),
+which delays whatever the relay or a server holds at that moment. One lowest-priority (SCHED_IDLE)
+spinner per CPU keeps every vCPU busy without taking time from anything else, and the stalls go.
 """
 
 from __future__ import annotations

@@ -261,7 +261,7 @@ class Relay:
 
     def run(self, wakeup_fd: int) -> None:
         """Wake `lead_ns` before the next due time: the lead tracks how late select() wakes, so
-        packets leave on time on average without spinning (a VM's timer wakes ~0.1-0.2 ms late)."""
+        packets leave on time on average without spinning (a VM's timer wakes late)."""
         fds = [*self.readers, *self.listeners, wakeup_fd]
         heap = self.heap
         while not self.stop_wanted:

@@ -2,8 +2,9 @@
 
 The agent's two HTTP clients (the uplink's POST to the collector and the sse probe's streamed GET or
 POST) need one request on a fresh connection, timed phases and a body read chunk by chunk. aiohttp's
-client did that at about 9 MB of the daemon's RSS (107 modules, two TLS contexts that load the CA file
-when it is imported); this is a few hundred lines of asyncio. What it does: DNS (unless the host is an
+client did that with a hundred modules the daemon would keep resident, and two TLS contexts that load
+the CA file when it is imported (see bench/README.md, agent_footprint); this is a few hundred lines of
+asyncio. What it does: DNS (unless the host is an
 address literal) and happy-eyeballs connect as aiohttp did (aiohappyeyeballs, 0.25 s), TLS with the
 system's verified default context (made on the first https request, not at import), the request
 written at once, the status line and headers (capped), and a body framed by Content-Length, chunked
@@ -36,7 +37,7 @@ _tls: ssl.SSLContext | None = None
 
 def tls_context() -> ssl.SSLContext:
     """The verified default context, made once and only when an https URL is used: loading the CA
-    file costs about 1 MB that a plain-HTTP agent never needs."""
+    file costs memory that a plain-HTTP agent never needs."""
     global _tls
     if _tls is None:
         ctx = ssl.create_default_context()

@@ -1,4 +1,4 @@
-"""Route classification (DESIGN §6): which China-carrier line an mtr path takes, from its hops' ASNs.
+"""Route classification (docs/probes.md): which China-carrier line an mtr path takes, from its hops' ASNs.
 
 A hop's ASN comes from the GeoIP ASN database when it knows the address, else from the configured
 prefix table (real CIDRs, longest prefix wins). The path's set of ASNs is then matched against the

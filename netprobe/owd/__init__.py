@@ -1,1 +1,1 @@
-"""One-way delay (DESIGN §9): the wire format both ends share, the agent side and its figures."""
+"""One-way delay (docs/probes.md): the wire format both ends share, the agent side and its figures."""

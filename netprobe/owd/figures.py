@@ -1,4 +1,4 @@
-"""A round's figures from what it exchanged (DESIGN §9), computed here and nowhere else.
+"""A round's figures from what it exchanged (docs/probes.md), computed here and nowhere else.
 
 - rtt per reply: (t4 − t1) − (t3 − t2): the reflector's own time taken out.
 - loss: fwd = requests the reflector never saw, ret = replies to seen requests that never came; both

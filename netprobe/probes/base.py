@@ -47,7 +47,7 @@ class ProbeTarget:
 
 @dataclass(frozen=True, slots=True)
 class ReflectorAuth:
-    """How this agent authenticates to its targets' reflectors ([reflector], DESIGN §9), and whether
+    """How this agent authenticates to its targets' reflectors ([reflector], docs/probes.md), and whether
     its clock and theirs are synchronised (owd's absolute one-way delays)."""
 
     token: str = field(repr=False)
@@ -177,7 +177,7 @@ class RouteSeen:
     hops: list[list[str]]
 
 
-# Which way a traced path runs: agent → target (mtr) or target → agent (rmtr, the way back, DESIGN §9).
+# Which way a traced path runs: agent → target (mtr) or target → agent (rmtr, the way back, docs/probes.md).
 Direction = Literal["forward", "return"]
 DIRECTIONS: tuple[Direction, ...] = ("forward", "return")
 
@@ -238,7 +238,7 @@ class AlertMetric:
     """An alert metric a probe provides. For one target the probe of lowest `rank` that has rounds in
     the window is judged. `events`: counted from route events, not read from rounds. `lines`: whether
     the latest forward and return route labels differ (1) or not (0), for pairs it traced in the window.
-    `slo`: the share of requests within the rule's TTFT target (DESIGN §10), from the window's RTT
+    `slo`: the share of requests within the rule's TTFT target (docs/numbers.md), from the window's RTT
     samples and loss."""
 
     name: str

@@ -118,7 +118,7 @@ class MtrResult(ProbeResult):
         header = report.get("mtr") or {}
         fields: dict[str, Any] = {"hops": [_hop(hub) for hub in report.get("hubs") or ()],
                                   "route": _route(result.get("route")),
-                                  # not pinned in DESIGN §7: only an explicit false says a round did
+                                  # not pinned in docs/api.md: only an explicit false says a round did
                                   # not reach (route events skip it); older agents did not write it
                                   "reached": result.get("reached", True)}
         if "src" in header:
@@ -204,7 +204,7 @@ M = TypeVar("M", bound=MtrResult)
 def path_result(base: M, path: Path, target: ProbeTarget, ctx: ProbeContext, t0: float,
                 error_kind: str | None, error: str | None) -> M:
     """`base` (what the round is: probe, host, address, mode, …) completed with a traced path: the
-    hops enriched and labelled here (DESIGN §6, this host's GeoIP and line rules), the destination's
+    hops enriched and labelled here (docs/probes.md, this host's GeoIP and line rules), the destination's
     figures, the route verdict. Also rmtr's, for a path traced by a reflector."""
     route = label_path(path.hops, ctx.line_classifier(), ctx.geoip, target.line)
     dest = path.destination

@@ -1,4 +1,4 @@
-"""owd probe (DESIGN §9): one round = `count` authenticated UDP requests `interval` apart to the
+"""owd probe (docs/probes.md): one round = `count` authenticated UDP requests `interval` apart to the
 target's reflector (`netprobe target --udp`), each reply stamped by the kernel on arrival; the round's
 figures tell the two directions apart (loss, delay variation, reordering, duplicates) and give
 absolute one-way delays only when [reflector] clock_sync says both clocks are synchronised."""

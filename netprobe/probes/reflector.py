@@ -1,4 +1,4 @@
-"""What the two probes of the far end share (DESIGN §9): the target's `reflector` key, read by rmtr
+"""What the two probes of the far end share (docs/probes.md): the target's `reflector` key, read by rmtr
 (POST /api/v1/trace on it) and owd (UDP to its host and port), one TargetOption for both."""
 
 from __future__ import annotations

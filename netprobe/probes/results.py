@@ -182,7 +182,7 @@ class RttSummaryJson(TypedDict):
 
 def envelope(result: ProbeResult, agent: dict[str, Any], target: dict[str, Any],
              result_id: str | None = None, body: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The result envelope of DESIGN §7: what is stored, uploaded and imported. `body`: the result's
+    """The result envelope of docs/api.md: what is stored, uploaded and imported. `body`: the result's
     to_dict() when the caller already has it."""
     return {
         "id": result_id or new_result_id(),

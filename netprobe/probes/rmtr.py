@@ -1,4 +1,4 @@
-"""rmtr probe (DESIGN §9): the way back. The agent asks its target's reflector (`netprobe target`,
+"""rmtr probe (docs/probes.md): the way back. The agent asks its target's reflector (`netprobe target`,
 POST /api/v1/trace) to trace back toward the address the request came from — this agent as the
 datacenter sees it, NAT included, where return traffic goes — and classifies the hops it gets back
 here, with this agent's own GeoIP databases and line rules, exactly as the mtr probe does (its code:
@@ -34,7 +34,7 @@ from netprobe.probes.settings import ProbeSettings
 from netprobe.times import utc_now
 
 if TYPE_CHECKING:
-    import aiohttp  # ~0.2 s to import: only when a round runs, not when the registry loads
+    import aiohttp  # slow to import: only when a round runs, not when the registry loads
 
 # The reflector's limits (netprobe.farend.trace.TraceLimits, _settings): one trace per agent per
 # MIN_INTERVAL_S, at most MAX_CYCLES cycles, an interval within INTERVAL_S; after its last cycle it

@@ -82,7 +82,7 @@ class SseSettings(ProbeSettings):
 
 @dataclass(slots=True)
 class SseResult(ProbeResult):
-    """One streamed response, timed the way a browser receives it (DESIGN §3 sse).
+    """One streamed response, timed the way a browser receives it (docs/numbers.md sse).
 
     `samples_ms` holds the one first-event time, so hourly rollups and percentiles of first-event
     time come out of the same sketch as icmp RTTs; `sent`/`received` count the stream as one request.
@@ -320,7 +320,7 @@ class SweepReport:
     levels: tuple[LoadLevel, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        """`probe sse --concurrency … --json` (DESIGN §7)."""
+        """`probe sse --concurrency … --json` (docs/api.md)."""
         return {"url": self.url, "mode": self.mode, "levels": [lv.to_dict() for lv in self.levels]}
 
 
@@ -381,7 +381,7 @@ def rollup_extras(result: ProbeResult) -> list[tuple[str, float]]:
         if first is not None and headers is not None and first > headers:
             server = first - headers
             out.append(("server_first_ms", server))
-            # log moments: the server's first-token time as a log-normal (SLO attainment, DESIGN §10)
+            # log moments: the server's first-token time as a log-normal (SLO attainment, docs/numbers.md)
             ln = math.log(max(server, SERVER_FLOOR_MS))
             out += [("server_first_ln", ln), ("server_first_ln2", ln * ln)]
         if tpot is not None:

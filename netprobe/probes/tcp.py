@@ -68,7 +68,7 @@ class TcpResult(ProbeResult):
         return d
 
 
-# How a failed connect's errno reads as one of DESIGN §3's classes. ICMP errors arrive as errnos
+# How a failed connect's errno reads as one of docs/numbers.md classes. ICMP errors arrive as errnos
 # too (Linux aborts a connect in SYN_SENT on them): port unreachable → ECONNREFUSED, net/host
 # unreachable and admin-prohibited → ENETUNREACH/EHOSTUNREACH/EACCES, TTL exceeded → EHOSTUNREACH.
 # A RST answering our SYN is ECONNREFUSED ("refused"); "reset" is a connection torn down during the

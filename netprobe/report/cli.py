@@ -40,7 +40,7 @@ def peak(
         "--slo-ttft-ms", metavar="N", help="attainment: the share of requests (new TLS 1.3 connection, "
         "server as openai-mode streams measured it, else none) with the first token within N ms")] = 1000.0,
 ) -> None:
-    """Evening peak vs off-peak per agent × target, in each agent's own time zone (DESIGN §5)."""
+    """Evening peak vs off-peak per agent × target, in each agent's own time zone."""
     from netprobe.report.run import peak as run_peak  # also netprobe.cli's way without typer
 
     run_peak(db, days, agent, region, window, offpeak, fmt, out, slo_ttft_ms)

@@ -117,7 +117,7 @@ def title(report: PeakReport) -> str:
     return (f"Evening peak {report.window.clock()} vs off-peak {report.offpeak.clock()}, each agent's local "
             f"time, last {report.days} day{'s' * (report.days != 1)}{scope} — times in ms, rank by peak "
             f"P95 + 100 ms per 1 % loss" + (f" — SLO%: share of requests with the first token within "
-                                            f"{report.slo.model.ttft_ms:g} ms at the peak (DESIGN §10)"
+                                            f"{report.slo.model.ttft_ms:g} ms at the peak"
                                             if report.slo is not None else ""))
 
 

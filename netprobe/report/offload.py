@@ -1,8 +1,8 @@
 """A second process for a report's CPU-bound side work: its SLO figures (report/slo.py's SloJob) are
-NumPy that holds the GIL most of the time — a fleet's drawn figures took 0.33 s in two threads against
-0.39 s in one — so one forked worker computes them on the other core while this process reads and
-merges the next agents. Only for a fleet: a fork and a pickle would cost a small report more than they
-save, and only in a command's own process (see peak.compute)."""
+NumPy that holds the GIL most of the time — a second thread barely helps — so one forked worker
+computes them on the other core while this process reads and merges the next agents. Only for a
+fleet: a fork and a pickle would cost a small report more than they save, and only in a command's
+own process (see peak.compute)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ class Offload:
 class Pending(Generic[R]):
     """A job's result. Awaited, a job the worker has not started yet is taken back and run here: a
     command that has read everything then shares the rest with the worker instead of waiting (the
-    budget's SLO figures were 0.9 s of waiting for the worker) — awaited last first, so the two work
+    budget, which reads little, would otherwise mostly wait) — awaited last first, so the two work
     from the queue's two ends."""
 
     __slots__ = ("_fn", "_future", "_job", "_value")

@@ -1,4 +1,4 @@
-"""The evening-peak report (DESIGN §5): per agent × target, peak vs off-peak figures in the agent's
+"""The evening-peak report (docs/reports.md): per agent × target, peak vs off-peak figures in the agent's
 own time zone, merged from the hourly rollups' sketches (never from raw rounds, so it outlives raw
 retention)."""
 
@@ -48,7 +48,7 @@ OFFLOAD_SERIES = 400        # agents × targets from which the SLO figures go to
 
 
 # repr=False: asyncio.run's clean-up formats its SIGINT handler, which holds the main task and so
-# the repr of its result; a fleet's report in full was 0.07 s of CPU per run, twice.
+# the repr of its result; a fleet's report in full, twice per run.
 @dataclass(frozen=True, slots=True, repr=False)
 class PeakReport:
     rows: list[PeakRow]

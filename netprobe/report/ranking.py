@@ -1,7 +1,7 @@
 """Ranking within a region: peak RTT P95 with loss as a penalty.
 
 score_ms = peak rtt_p95_ms + LOSS_PENALTY_MS_PER_PCT × peak loss_pct, lower is better. 100 ms per 1 %
-puts DESIGN §1's tiers on the RTT scale: a premium line's < 0.1 % costs < 10 ms, BGP's 0.1–0.5 % costs
+puts docs/numbers.md tiers on the RTT scale: a premium line's < 0.1 % costs < 10 ms, BGP's 0.1–0.5 % costs
 10–50 ms, a congested 163's ≥ 1 % at least 100 ms — each loss on a stream is a retransmission
 timeout (≥ 200 ms) that users see as a stall. Ties: lower peak loss, then lower peak P50, then ids.
 """

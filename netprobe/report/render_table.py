@@ -1,5 +1,5 @@
-"""The report as a table for people (laid out by netprobe.report.text_table: rich's Table took ~1 s at fleet
-scale)."""
+"""The report as a table for people (laid out by netprobe.report.text_table: rich's Table was too slow at
+fleet scale; see bench/README.md, table_render)."""
 
 from __future__ import annotations
 

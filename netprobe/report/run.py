@@ -102,7 +102,7 @@ def _emit(report: PeakReport, fmt: str, out: Path | None) -> None:
 
             write_html(report, fh, aside=True)      # written as drawn: a fleet's page is 15 MB
         elif fmt == "json":
-            import orjson  # a fleet's report is megabytes: the json module took a fifth of its time
+            import orjson  # a fleet's report is megabytes: the json module was a large part of its time
 
             fh.write(orjson.dumps(report.to_dict()).decode() + "\n")
         else:

@@ -1,4 +1,5 @@
-"""SLO attainment per row of the report (DESIGN §10): from each window's merged RTT bins and loss, and the
+"""SLO attainment per row of the report (docs/numbers.md):
+from each window's merged RTT bins and loss, and the
 server's first-token time — given, or measured by openai-mode streams — computed for every series of
 an agent at once (netprobe.budget.attainment)."""
 
@@ -91,7 +92,7 @@ def servers_of(req: SloRequest, measured: Sequence[Server]) -> list[Server]:
 
 # -- the job ------------------------------------------------------------------------------------------
 # An agent's SLO figures for one RTT probe are a job of plain arrays (SloJob): NumPy that holds the GIL
-# most of the time (a fleet's drawn figures took 0.33 s in two threads against 0.39 s in one), so at
+# most of the time (a second thread barely helps), so at
 # fleet scale a worker process computes them while this one reads and merges the next agents
 # (report/offload.py). Nothing else reads them before the rows are done: the ranking does not.
 Cases = tuple[list[int], Rtts, F64, list[Server]]    # case keys, their RTTs, loss fractions and servers

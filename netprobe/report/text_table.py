@@ -1,8 +1,9 @@
 """Tables laid out by hand, line for line as rich's Table lays out the ones netprobe prints.
 
-rich's Table measures and renders every cell through its layout engine: 1–2 s of CPU for a fleet's
-report (1,000 rows × 21 columns). Here a cell is one line of plain text (no markup), its width is
-`rich.cells.cell_len`, and each row becomes one string: 0.03 s (bench/table_render.py). The output is
+rich's Table measures and renders every cell through its layout engine, too slow for a fleet's
+report (1,000 rows × 21 columns). Here a cell is one line of plain text (no markup), its
+width is `rich.cells.cell_len`, and each row becomes one string (see bench/README.md, table_render).
+The output is
 rich's own, for what these tables use (a box with edges and a header, padding 1, left/right justified
 columns, sections, title and caption justified left, row and cell styles);
 tests/unit/report/test_text_table.py renders both and compares. Rich still writes it, so colour follows
@@ -28,7 +29,7 @@ from rich.text import Text
 
 
 def _width(text: str) -> int:
-    """Terminal cells: printable ASCII takes one each (checked in C; cell_len costs ~1 µs a call)."""
+    """Terminal cells: printable ASCII takes one each (checked in C; cell_len is a Python call per cell)."""
     return len(text) if text.isascii() and text.isprintable() else cell_len(text)
 
 

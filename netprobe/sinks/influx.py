@@ -1,6 +1,6 @@
 """InfluxDB sink ([influxdb]): every stored round also goes to an InfluxDB v2 write API, as
 `netprobe_<probe>` with tags agent, region, isp, target, datacenter, line and the result's numbers
-as fields (DESIGN §7). It is one more pipeline sink: batched, retried, and behind a bounded queue, so
+as fields (docs/api.md). It is one more pipeline sink: batched, retried, and behind a bounded queue, so
 an InfluxDB outage is counted and never slows probing."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The stream figures of DESIGN §3 (sse): gaps, stalls, delay variation, TPOT; ms floats, full precision."""
+"""The stream figures of docs/numbers.md (sse): gaps, stalls, delay variation, TPOT; ms floats."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""SQL storage (DESIGN §4): raw rounds, hourly DDSketch rollups, route events, retention; SQLite, PostgreSQL.
+"""SQL storage (docs/architecture.md): raw rounds, hourly DDSketch rollups, route events, retention;
+SQLite, PostgreSQL.
 
 Names are loaded on first use (PEP 562) so `netprobe.store.cli` — imported by every `netprobe`
 command — does not pull in SQLAlchemy and Alembic until a database command actually runs."""

@@ -93,7 +93,7 @@ def import_(file: Annotated[Path, typer.Argument(metavar="FILE.jsonl",
     except OSError as exc:
         raise UsageError(f"{file}: {exc.strerror or exc}") from None
     # Two batches of envelopes stay alive while the next is parsed: at the default threshold (700
-    # allocations) the cycle collector walks them all again and again, a fifth of the import's CPU.
+    # allocations) the cycle collector walks them all again and again, a large part of the import's CPU.
     # The import makes few cycles; a collection every GC_ALLOCATIONS keeps the same peak memory.
     threshold = gc.get_threshold()
     gc.set_threshold(GC_ALLOCATIONS, *threshold[1:])

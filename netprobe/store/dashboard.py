@@ -1,4 +1,4 @@
-"""What the dashboard reads beyond the report's queries (DESIGN §11) — agents' health, firing alerts —
+"""What the dashboard reads beyond the report's queries (docs/dashboard.md) — agents' health, firing alerts —
 and the one write behind it: an agent's health as its uplink reports it on each upload (the collector's
 ingest, never a page)."""
 

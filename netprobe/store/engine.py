@@ -3,14 +3,14 @@
 AsyncEngine and AsyncConnection here are the part of sqlalchemy.ext.asyncio's that netprobe uses.
 On PostgreSQL they work the same way: each call runs the sync Core call in a greenlet (greenlet_spawn)
 over the async driver (psycopg). Why not sqlalchemy.ext.asyncio itself: its package imports the ORM
-(AsyncSession), 41 more modules and 6 MB the agent would keep for good without ever using them
-(bench/agent_footprint.py).
+(AsyncSession), 41 more modules the agent would keep for good without ever using them
+(see bench/README.md, agent_footprint).
 
 SQLite (ThreadedEngine) has no async driver underneath: SQLAlchemy's sync Core runs over the standard
 sqlite3 module, each checked-out connection's calls on a worker thread it has meanwhile, one hop to
 that thread per call (a statement, connect + BEGIN, COMMIT + close). aiosqlite took about 7 hops to
 its thread per statement (cursor, execute, description, fetch, close, …) plus the greenlet's switches,
-which made the SQL store a third of the agent's CPU. The rows of a statement are fetched on the worker
+which made the SQL store a large share of the agent's CPU. The rows of a statement are fetched on the worker
 (_BufferedCursor), so the result is read in the event loop without touching SQLite.
 """
 

@@ -1,4 +1,4 @@
-"""Result envelopes (DESIGN §7) as the store takes them: validated once, at the wire edge, by the strict
+"""Result envelopes (docs/api.md) as the store takes them: validated once, at the wire edge, by the strict
 validator of netprobe.store.wire (derived from the probe's result type)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ class EnvelopeError(UsageError):
 @dataclass(frozen=True, slots=True)
 class Envelope:
     """One round as the store, the uplink and the sinks take it: the fields the store indexes, its
-    JSON (DESIGN §7) as a dict, and its typed result. Built by envelope_of from a result this process
+    JSON (docs/api.md) as a dict, and its typed result. Built by envelope_of from a result this process
     measured, by parse_envelope from the wire (validated), or by stored_envelope from the store's JSON."""
 
     id: str
@@ -70,7 +70,7 @@ def _real(value: float | None) -> float | None:
 
 def parse_envelope(data: Any, where: str = "envelope", text: str | None = None) -> Envelope:
     """`data` (parsed JSON) as an Envelope, or EnvelopeError naming `where` and every problem."""
-    # the validator's pydantic models (~1.3 MB) only where envelopes come in from outside: the agent
+    # the validator's pydantic models only where envelopes come in from outside: the agent
     # stores its own rounds (envelope_of) and never loads them
     from netprobe.store import wire
 

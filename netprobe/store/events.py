@@ -1,4 +1,4 @@
-"""Route events from traced routes (DESIGN §6, §9): path changes and line mismatches, stored in
+"""Route events from traced routes (docs/probes.md): path changes and line mismatches, stored in
 `path_changes`, each with the direction of the path it is about: forward (agent → target, mtr) or
 return (target → agent, rmtr). Each route probe's rounds are a history of their own: a return path is
 compared only with the return path before it. The kind of a mismatch is its probe's (line_mismatch

@@ -77,8 +77,8 @@ def _route_rows(dialect: str, where: str) -> str:
     keys = "agent_id, target_id, probe, id, started_at"
     if dialect == "postgresql":
         # Each `#>` on the stored envelope detoasts and decompresses it anew: made a value once (`||`,
-        # kept so by OFFSET 0), it is read four times in memory (a fleet's 1,000 newest mtr rounds:
-        # 34 → 14–19 ms of the server's time).
+        # kept so by OFFSET 0), it is read four times in memory: the server decompresses a fleet's
+        # 1,000 newest mtr rounds once instead of four times.
         return (f"SELECT {keys}, e #> '{{result,status}}', (e #> '{{result,reached}}') = 'false'::jsonb,"
                 f" e #> '{{result,route}}', e #> '{{target,line}}'"
                 f" FROM (SELECT {keys}, envelope || '{{}}'::jsonb AS e FROM probe_results WHERE {where}"

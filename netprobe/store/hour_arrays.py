@@ -126,7 +126,7 @@ class Builder:
 
     def add_payload(self, target: str, data: bytes, sign: float) -> None:
         """A stored prefix row's sums as read: decoded in build() with every other payload of its
-        layout at once (decode() per row was a fifth of a fleet report)."""
+        layout at once (decode() per row was a large part of a fleet report's time)."""
         self.payloads[1.0 if sign > 0 else -1.0].append((target, data))
 
     def add_extremes(self, target: str, level: F64) -> None:

@@ -1,4 +1,4 @@
-"""The agent's outbox: rounds waiting for the collector's acknowledgement (DESIGN §8).
+"""The agent's outbox: rounds waiting for the collector's acknowledgement (docs/deployment.md).
 
 Rows enter in the same transaction that stores the round (Store.write with an outbox cap), so a
 round is either stored and queued for upload or neither — whatever kills the agent. Rows leave only

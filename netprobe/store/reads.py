@@ -2,15 +2,14 @@
 
 `netprobe report peak` and `budget` only read, and what they read is a few statements per agent
 (netprobe.store.fleet, netprobe.store.prefix_read). Importing SQLAlchemy (Core, the engine, a dialect)
-cost 0.4–0.5 s of CPU per command on this project's VM, most of a report's start-up and half of the
-< 1 s goal at fleet scale, for statements that are plain text anyway. So those statements are written
+was most of a report's start-up and a large share of the < 1 s goal at fleet scale (see
+bench/README.md, report_scale), for statements that are plain text anyway. So those statements are written
 once here in plain SQL and run on one of two sources:
 
 - Reader: its own connections, asyncpg's or sqlite3's on a thread; opened by open_reader only when the
   database is at the scripts' head revision (so nothing needs migrating). asyncpg, not psycopg (the
-  Store's driver): on the project's VM importing psycopg took 0.12–0.18 s of a report's start-up and
-  asyncpg 0.03 s, and asyncpg encodes the array parameters and decodes the binary results in C (a
-  fleet report 0.88× the wall, HTML and JSON alike);
+  Store's driver): asyncpg imports in a fraction of psycopg's time, and it encodes the array
+  parameters and decodes the binary results in C, which shortens a fleet report, HTML and JSON alike;
 - Store.reading(): the same statements on the Store's SQLAlchemy connection (exec_driver_sql), for
   every other caller and for a database open_reader declines (missing, not migrated yet).
 
@@ -143,7 +142,7 @@ def _column_types(rows: Sequence[tuple[Any, ...]]) -> list[str]:
 def _unnest(name: str, rows: Sequence[tuple[Any, ...]], place: Callable[[str, Any, str], str]) -> str:
     """Rows of values on PostgreSQL: one array parameter per column, unnested into columns named as
     VALUES names them (column1, …). A VALUES list of a fleet report's 2,000 parameters cost psycopg
-    more to convert to $n placeholders than the statement's own rows (a fifth of a report)."""
+    more to convert to $n placeholders than the statement's own rows."""
     cols = [place(f"{name}_{j}", [row[j] for row in rows], f"::{kind}")
             for j, kind in enumerate(_column_types(rows))]
     names = ", ".join(f"column{j + 1}" for j in range(len(cols)))
@@ -160,10 +159,9 @@ def _recordset(name: str, rows: Sequence[tuple[Any, ...]], place: Callable[[str,
     """Rows of values for asyncpg: one JSON text parameter, the rows as arrays (orjson dumps the tuples
     as they are), each item cast to its column's type, columns named as VALUES names them. As arrays
     (_unnest), asyncpg looked up each array type in the server's catalog on every new connection
-    (~10 ms of the server's time, three per fleet report) and checked every element's type in Python
-    (~25 ms per fleet report). jsonb, parsed once (json re-read each element's text for each item: a
-    fleet agent's prefix rows 7.6 against 4.0 ms). None where a value has no exact form there
-    (bytes, a float jsonb does not hold): the arrays then."""
+    (three per fleet report) and checked every element's type in Python. jsonb, parsed once (json
+    re-read each element's text for each item, about twice the server's work). None where a value has
+    no exact form there (bytes, a float jsonb does not hold): the arrays then."""
     types = _column_types(rows)
     if "bytea[]" in types or any(kind == "float8[]" and not all(_in_jsonb(row[j]) for row in rows)
                                  for j, kind in enumerate(types)):

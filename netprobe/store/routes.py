@@ -1,4 +1,4 @@
-"""Route verdicts of stored rounds of the route probes (mtr, rmtr; DESIGN §6), without SQL: what route
+"""Route verdicts of stored rounds of the route probes (mtr, rmtr; docs/probes.md), without SQL: what route
 events and the reports' detected lines read from an envelope. Apart from netprobe.store.events so that
 the report's read path (netprobe.store.fleet) does not import SQLAlchemy for them."""
 
@@ -55,7 +55,7 @@ def route_of(result_id: str, started_at: datetime, envelope: Mapping[str, Any]) 
     if not isinstance(probe, str) or probe not in route_probes() or not isinstance(result, Mapping):
         return None
     route = result.get("route")
-    # `reached` is not pinned in DESIGN §7: only an explicit false makes a result unusable
+    # `reached` is not pinned in docs/api.md: only an explicit false makes a result unusable
     if result.get("status") == "error" or result.get("reached") is False or not isinstance(route, Mapping):
         return None
     digest = route.get("hash")

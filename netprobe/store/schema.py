@@ -53,7 +53,7 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 class JsonDocument(TypeDecorator[Any]):
     """JSON, stored as JSONB on PostgreSQL (as the migrations create it). Not JSON().with_variant(JSONB()):
-    that imports SQLAlchemy's PostgreSQL dialects (19 modules, ~2 MB) into every process, the SQLite
+    that imports SQLAlchemy's PostgreSQL dialects (19 modules) into every process, the SQLite
     agent's included; this imports JSONB only once a PostgreSQL connection needs it."""
 
     impl = JSON

@@ -1,4 +1,4 @@
-"""The agent_tokens table: one bearer token per agent, stored only as its hash (DESIGN §8)."""
+"""The agent_tokens table: one bearer token per agent, stored only as its hash (docs/deployment.md)."""
 
 from __future__ import annotations
 

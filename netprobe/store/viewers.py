@@ -1,4 +1,4 @@
-"""The dashboard_viewers table: who may read the dashboard (DESIGN §11), each secret stored only as its
+"""The dashboard_viewers table: who may read the dashboard (docs/dashboard.md), each secret stored only as its
 hash, as agent tokens are (netprobe.store.tokens). Nothing here is written by a page view."""
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ def test_agent_stores_rounds_and_drains_on_sigterm(tmp_path: Path) -> None:
     # a name that does not resolve is data, not a crash
     bad = by_target["nowhere"][0]["result"]
     assert bad["status"] == "error" and bad["error_kind"] == "dns"  # type: ignore[index]
-    # every envelope carries the agent block of DESIGN §7
+    # every envelope carries the agent block of docs/api.md
     assert rows[0]["agent"] == {"id": "t-agent", "region": "test", "isp": "lo", "timezone": "Asia/Shanghai"}
 
 

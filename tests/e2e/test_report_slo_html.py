@@ -1,4 +1,4 @@
-"""The HTML report's SLO charts (DESIGN §10): attainment by local hour per target and the end-to-end
+"""The HTML report's SLO charts (docs/numbers.md): attainment by local hour per target and the end-to-end
 TTFT per candidate at the peak, drawn from a real store and checked on a headless Chromium screenshot."""
 
 from __future__ import annotations

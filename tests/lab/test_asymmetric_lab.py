@@ -1,5 +1,5 @@
 """The bundled lab's asymmetric routes (agents/lab.toml), traced both ways through the real path with
-netprobe's own trace engine and labelled by its line classifier (DESIGN §6): hk-gia-163 goes out on
+netprobe's own trace engine and labelled by its line classifier (docs/probes.md): hk-gia-163 goes out on
 CN2 GIA and comes back on 163; la-163-gt goes out on 163 and comes back on CN2 GT."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SLO attainment through the real path (DESIGN §10, issue 13): on a jittery lab route, `netprobe target`
+"""SLO attainment through the real path (docs/numbers.md, issue 13): on a jittery lab route, `netprobe target`
 plays a server whose first token takes a known log-normal time; the share of openai-mode streams whose
 first event arrives within T, as the sse probe measures it, agrees with what the model predicts from the
 route's ICMP RTTs and that distribution, within 2 points."""

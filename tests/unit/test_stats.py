@@ -1,4 +1,4 @@
-"""The DESIGN §3 definitions, checked against NumPy and hand-computed cases."""
+"""The docs/numbers.md definitions, checked against NumPy and hand-computed cases."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SLO attainment (DESIGN §10), checked three ways: closed forms by hand, and the convolution against a
+"""SLO attainment (docs/numbers.md), checked three ways: closed forms by hand, and the convolution against a
 seeded Monte Carlo of the same model, written here independently of the code under test."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Budget arithmetic, checked by hand (DESIGN §5, §7)."""
+"""Budget arithmetic, checked by hand (docs/reports.md, docs/api.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`netprobe budget --slo-ttft-ms` and the report's attainment, through the real store and the CLI
-(DESIGN §7's pinned fields, §10's figures)."""
+(the pinned JSON fields of docs/api.md, the figures of docs/numbers.md)."""
 
 from __future__ import annotations
 

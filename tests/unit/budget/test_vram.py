@@ -1,4 +1,4 @@
-"""`netprobe budget vram` (DESIGN §10, §7): the built-in figures against the models' published
+"""`netprobe budget vram` (docs/numbers.md, docs/api.md): the built-in figures against the models' published
 configurations, the arithmetic by hand, the edges of "fits", and the command through a real process."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The figures of DESIGN §10 from hand-made records, and how they are shown."""
+"""The figures of docs/numbers.md from hand-made records, and how they are shown."""
 
 from __future__ import annotations
 

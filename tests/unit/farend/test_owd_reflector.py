@@ -1,4 +1,4 @@
-"""The owd reflector's rules on datagrams (DESIGN §9): authentic requests only, replies never larger,
+"""The owd reflector's rules on datagrams (docs/probes.md): authentic requests only, replies never larger,
 duplicates and reordering counted, memory and rate bounded."""
 
 from __future__ import annotations

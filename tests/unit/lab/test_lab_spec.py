@@ -1,5 +1,5 @@
 """The lab spec's per-direction hop lists (no root needed): validation names the field, defaults, and
-the bundled asymmetric routes classify as the lines they emulate (DESIGN §6)."""
+the bundled asymmetric routes classify as the lines they emulate (docs/probes.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Route classification (DESIGN §6): labels, real-CIDR prefix matching, config errors, path hash, verdict."""
+"""Route classification (docs/probes.md): labels, real-CIDR prefix matching, config errors,
+path hash, verdict."""
 
 from __future__ import annotations
 

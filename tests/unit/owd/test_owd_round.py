@@ -1,5 +1,5 @@
 """owd end to end over loopback sockets: the agent's round against the real reflector, and the
-figures' rules by hand (DESIGN §9)."""
+figures' rules by hand (docs/probes.md)."""
 
 from __future__ import annotations
 

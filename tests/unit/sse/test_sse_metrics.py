@@ -1,4 +1,4 @@
-"""The DESIGN §3 stream figures, against hand-computed cases, NumPy and a brute-force stall rule."""
+"""The docs/numbers.md stream figures, against hand-computed cases, NumPy and a brute-force stall rule."""
 
 from __future__ import annotations
 

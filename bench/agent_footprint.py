@@ -260,7 +260,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         cfg.write_text(AGENT.format(db=db, metrics=METRICS, collector=COLLECTOR, token=token)
                        + "".join(TARGET.format(**t) for t in targets))
         # The schema exists, as on every start but the first after an install or an upgrade (that one
-        # also imports Alembic to migrate, ~8 MB more until the next restart).
+        # also imports Alembic to migrate, which stays resident until the next restart).
         subprocess.run([*CLI, "db", "upgrade", "--db", f"sqlite:///{db}"], capture_output=True, timeout=120,
                        check=True)
         seconds = args.minutes * 60

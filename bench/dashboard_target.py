@@ -15,10 +15,8 @@ process: on a busy machine the wall time also holds the wait for a core) and ove
 against --goal-ms (exit 1 when the P95 over all calls is above it). --profile prints cProfile's top functions
 of one 90-day page.
 
-Measured (report_scale.py's 10 × 100 × 90-day fleet on PostgreSQL, this project's 2-core VM): first calls
-(--no-warmup, 49 pairs × 4 spans) P50 38.9 ms, P95 59.4 ms (90 days: P95 63 ms); warm (9 pairs × 4 spans
-× 5) P50 31.2 ms, P95 51.9 ms. Charts of 30 and 90 days read ~31 and ~91 prefix rows per pair, not 720
-and 2,160 hour rows (which were a cold 90-day P95 of 380 ms).
+Charts of 30 and 90 days read about 31 and 91 prefix rows per pair, not 720 and 2,160 hour rows, so a
+page's cost follows its span's buckets, not the fleet. Results: bench/README.md, dashboard_target.
 """
 
 from __future__ import annotations

@@ -264,7 +264,7 @@ def _bench_spec(template: Path, routes: int, directory: Path) -> Path:
 
 
 def _pctl(sorted_values: list[float], q: float) -> float:
-    """Linear interpolation between closest ranks (NumPy's default), as DESIGN §3 asks."""
+    """Linear interpolation between closest ranks (NumPy's default), as docs/numbers.md asks."""
     if not sorted_values:
         return float("nan")
     pos = (len(sorted_values) - 1) * q

@@ -32,7 +32,7 @@ from netprobe.owd import packets
 from netprobe.owd.client import STATUS_TRIES, Exchange, take
 from netprobe.owd.packets import Kind, Packet
 
-SPIN_NS = 150_000               # wake this long before a send and spin the rest (VM wake-ups: ~50 µs)
+SPIN_NS = 150_000               # wake this long before a send and spin the rest (a VM's wake-up is late)
 _PR_SET_TIMERSLACK = 29
 
 

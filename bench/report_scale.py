@@ -493,7 +493,7 @@ class Run:
 
 # Forks the command from a small process and reports its wait4 figures: a child forked straight from
 # this benchmark would inherit its peak RSS (Linux keeps the larger of the old and new image's peak
-# across exec), so every command would show the benchmark's own ~150 MB.
+# across exec), so every command would show the benchmark's own, larger peak.
 _TRAMPOLINE = """
 import os, sys, time
 os.setsid()
@@ -571,7 +571,7 @@ class Timing:
 
 def compile_package() -> None:
     """Byte-compile netprobe once, as an installed package is: with PYTHONDONTWRITEBYTECODE set (as in
-    some shells and CI images) every start would compile its modules from source, about a fifth of a
+    some shells and CI images) every start would compile its modules from source, a large part of a
     short command's start-up, which no user's install pays."""
     import compileall
 

@@ -26,7 +26,7 @@ ConfigOption = Annotated[Path, typer.Option("--config", "-c", metavar="FILE",
                                             help="collector configuration (TOML)")]
 ViewerArg = Annotated[str, typer.Argument(metavar="NAME", help="the viewer's name (the HTTP Basic user)",
                                           show_default=False)]
-AgentArg = Annotated[str, typer.Argument(metavar="AGENT_ID", help="the agent's [agent] id",
+AgentArg = Annotated[str, typer.Argument(metavar="AGENT_ID", help="the agent's id (agent.id in its config)",
                                          show_default=False)]
 
 

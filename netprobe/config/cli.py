@@ -30,7 +30,7 @@ def _group() -> None:
 @app.command("check")
 def check(file: Path = typer.Argument(..., help="agent or collector configuration (TOML)",
                                       show_default=False)) -> None:
-    """Validate FILE (an agent's, or a collector's: one with [collector]): print OK and a summary,
+    """Validate FILE (an agent's, or a collector's: one with a collector section): print OK and a summary,
     or every problem (one per line) and exit 2."""
     from netprobe.config.agent import load_config  # lazily: pydantic model building is slow to import
 

@@ -41,7 +41,7 @@ def read_api_key(path: Path) -> str:
 app = typer.Typer(invoke_without_command=True, no_args_is_help=False, add_completion=False,
                   help="The datacenter end: SSE emitter, owd reflector; its agents' tokens.")
 TokensOption = typer.Option(..., "--tokens", metavar="FILE", help="the reflector's tokens file (JSON)")
-AgentArg = typer.Argument(..., metavar="AGENT_ID", help="the agent's [agent] id")
+AgentArg = typer.Argument(..., metavar="AGENT_ID", help="the agent's id (agent.id in its config)")
 
 
 @app.callback()

@@ -16,7 +16,7 @@ from netprobe.lab.render import lab_table
 app = typer.Typer(no_args_is_help=True)
 # Piped output (logs, CI) gets a wide table instead of rich's 80-column default.
 console = Console(emoji=False, width=None if sys.stdout.isatty() else 200)
-PROFILE = typer.Option("base", "--profile", help="base figures, or the routes' [routes.peak] ones")
+PROFILE = typer.Option("base", "--profile", help="base figures, or the routes' peak ones (routes.peak)")
 
 
 @app.command("up")

@@ -1,6 +1,6 @@
 """Local-time window maths: hour windows (`20-23`, `22-2`) and the last N local calendar days.
 
-Rules (README "Reports"):
+Rules (docs/reports.md):
 - A window is local clock hours, half-open: `20-23` is 20:00 ≤ t < 23:00; `22-2` crosses midnight.
 - An hourly rollup (a UTC hour) belongs to a window when the local clock hour at its start is in the
   window. So DST needs no special case: on a spring-forward day a window over the skipped hour is one

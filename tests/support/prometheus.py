@@ -18,7 +18,7 @@ scrape_configs:
 
 def scrape_config(jobs: Mapping[str, Sequence[str]], labels: Mapping[str, Mapping[str, str]]) -> str:
     """prometheus.yml scraping each job's HOST:PORT targets at /metrics every second, its series
-    given the job's `labels` (the agent's id, as the README's scrape config does)."""
+    given the job's `labels` (the agent's id, as the deployment page's scrape config does)."""
     out = [SCRAPE]
     for job, targets in jobs.items():
         listed = ", ".join(f'"{t}"' for t in targets)

@@ -8,7 +8,6 @@ import asyncio
 import copy
 import gzip
 import json
-import os
 import socket
 import time
 import urllib.error
@@ -22,9 +21,9 @@ from netprobe.store import open_store
 from netprobe.store.wire import SCHEMA_COMMAND, envelope_schema
 from tests.support.agent import PORT, Daemon, _write
 from tests.support.collector import CollectorProcess, add_agent, collector_config
+from tests.support.lab import require_root
 from tests.support.schema import assert_schema_valid, validator
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="raw ICMP sockets need root")
 DOC = Path(__file__).resolve().parents[2] / "docs" / "envelope.schema.json"
 
 
@@ -57,7 +56,9 @@ def _post(url: str, token: str, envelopes: list[dict[str, Any]]) -> int:
         return int(exc.code)
 
 
+@pytest.mark.lab
 def test_collector_serves_the_schema_and_real_envelopes_meet_it(tmp_path: Path) -> None:
+    require_root()  # the agent's icmp probe opens raw sockets
     url = f"http://127.0.0.1:{_free_port()}"
     config = collector_config(tmp_path / "collector.toml", f"sqlite:///{tmp_path / 'c.db'}", url[7:])
     token = add_agent(config, "t-agent", tmp_path / "agent.token")

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import netprobe
+from tests.support.lab import require_root
 
 pytestmark = pytest.mark.lab
 
@@ -106,8 +107,7 @@ def deb(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def clean_machine(deb: Path) -> Iterator[Path]:
     """No netprobe package before (a stale one from an interrupted run is purged) nor after."""
-    if os.geteuid() != 0:
-        pytest.skip("dpkg -i needs root (CI runs as root)")
+    require_root()  # dpkg -i
     purge()
     assert not user_exists() and not ETC.exists() and not OPT.exists()
     try:

@@ -145,9 +145,11 @@ def _build(data: dict[str, Any], problems: list[str]) -> Config | None:
 def _extras(sections: Mapping[str, Any], alerts: Sequence[AlertRule]) -> list[str]:
     """What this file turns on that the plain agent install lacks, each with the extra that adds it:
     found at start-up rather than at the first round that needs it."""
+    from netprobe.store.urls import is_postgres  # as sections.py: the store package only when asked
+
     needs: list[tuple[str, str]] = []
     storage, influx = sections.get("storage"), sections.get("influxdb")
-    if isinstance(storage, StorageConfig) and (storage.url or "").startswith("postgresql"):
+    if isinstance(storage, StorageConfig) and storage.url and is_postgres(storage.url):
         needs.append(("psycopg", "storage.url"))
     if isinstance(influx, InfluxConfig) and influx.url:
         needs.append(("influxdb_client", "influxdb.url"))

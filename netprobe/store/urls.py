@@ -47,6 +47,11 @@ def is_url(url: str) -> bool:
     return True
 
 
+def is_postgres(url: str) -> bool:
+    """Whether `url` names PostgreSQL, by its scheme alone (no SQLAlchemy): as normalise_url reads it."""
+    return url.strip().partition(":")[0].partition("+")[0] in _PG_NAMES
+
+
 def normalise_url(url: str) -> URL:
     """Map any SQLite/PostgreSQL URL onto the drivers netprobe uses: the standard library's sqlite3 (on the
     engine's worker thread, netprobe.store.engine.ThreadedEngine) and psycopg 3's async connections."""

@@ -8,7 +8,6 @@ import asyncio
 import copy
 import gzip
 import json
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -23,14 +22,9 @@ from tests.support.agent import PORT, Daemon, _write
 from tests.support.collector import CollectorProcess, add_agent, collector_config
 from tests.support.lab import require_root
 from tests.support.schema import assert_schema_valid, validator
+from tests.support.servers import free_port
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "envelope.schema.json"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_docs_copy_is_what_the_models_generate() -> None:
@@ -59,7 +53,7 @@ def _post(url: str, token: str, envelopes: list[dict[str, Any]]) -> int:
 @pytest.mark.lab
 def test_collector_serves_the_schema_and_real_envelopes_meet_it(tmp_path: Path) -> None:
     require_root()  # the agent's icmp probe opens raw sockets
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     config = collector_config(tmp_path / "collector.toml", f"sqlite:///{tmp_path / 'c.db'}", url[7:])
     token = add_agent(config, "t-agent", tmp_path / "agent.token")
     collector = CollectorProcess(config, url, tmp_path / "collector.log")

@@ -72,6 +72,7 @@ def test_collector_run_names_the_extra(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("extra", "field", "name"), [
     ('[influxdb]\nurl = "http://127.0.0.1:8086"\n', "influxdb.url", "influx"),
     ('[storage]\nurl = "postgresql+psycopg://u@127.0.0.1/x"\n', "storage.url", "server"),
+    ('[storage]\nurl = "postgres://u@127.0.0.1/x"\n', "storage.url", "server"),   # the store takes it too
     ('[[alerts]]\nname = "slo"\nmetric = "attainment_pct"\nop = "<"\nthreshold = 95\nnotify = ["log"]\n'
      '[[notifiers]]\nname = "log"\nkind = "log"\n',
      "alerts[0].metric", "server"),

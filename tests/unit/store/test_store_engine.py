@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import text
 
 from netprobe.store.engine import AsyncEngine, create_engine
-from netprobe.store.urls import normalise_url
+from netprobe.store.urls import is_postgres, normalise_url
 
 
 @pytest.fixture
@@ -80,3 +80,9 @@ async def test_a_writer_waiting_for_the_lock_does_not_stop_the_one_holding_it(en
         await asyncio.gather(first(), second())
     assert await rows(engine) == [1, 2, 3]
     await engine.dispose()
+
+
+@pytest.mark.parametrize("url", ["postgresql://u@h/d", "postgres://u@h/d", "postgresql+asyncpg://u@h/d",
+                                 " postgres://u@h/d", "sqlite:///x.db", "sqlite+pysqlite:///x.db"])
+def test_is_postgres_reads_the_scheme_as_normalise_url_does(url: str) -> None:
+    assert is_postgres(url) == (normalise_url(url).get_backend_name() == "postgresql")

@@ -3,7 +3,7 @@
     python3 bench/install_footprint.py [--no-influx] [--rss-after 15] [--keep DIR]
 
 Builds the project's wheel once (`pip wheel --no-deps`), then for each install — `netprobe` (the
-agent: the base dependencies), `netprobe[server]` (adds psycopg, asyncpg, NumPy, influxdb-client) and
+agent: the base dependencies), `netprobe[server]` (adds psycopg, NumPy, influxdb-client) and
 `netprobe[influx]` — makes a fresh venv with Debian's /usr/bin/python3 in a temporary directory and
 pip installs the wheel into it from the package index, as a user would (pip compiles .pyc files by
 default, so they count). For each it measures the size of site-packages — netprobe and its

@@ -11,7 +11,6 @@ import importlib.util
 EXTRA_OF: dict[str, str] = {
     "numpy": "server",
     "psycopg": "server",
-    "asyncpg": "server",
     "influxdb_client": "influx",
 }
 

@@ -41,7 +41,7 @@ quiet "${pip[@]}" --python "$venv/bin/python" install -q --root-user-action=igno
 quiet "${pip[@]}" --python "$venv/bin/python" check >/dev/null
 rm -f "$venv"/lib/python3.11/site-packages/netprobe-*.dist-info/direct_url.json   # names the temp wheel
 "$venv/bin/netprobe" --help >/dev/null
-"$venv/bin/python" -c 'import netprobe.collector, psycopg, asyncpg, numpy, influxdb_client'
+"$venv/bin/python" -c 'import netprobe.collector, psycopg, numpy, influxdb_client'
 
 # Built in a staging directory, used at /opt/netprobe/venv: rewrite the paths that scripts and
 # pyvenv.cfg hold (text files only; the wheels' compiled modules hold none).

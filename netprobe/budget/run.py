@@ -107,7 +107,7 @@ async def _peak(db: str | None, days: int, window: str, region: str | None, slo:
                 ) -> list[PeakRow]:
     from netprobe.report.peak import peak_rows
     from netprobe.report.windows import HourWindow
-    from netprobe.store.reads import open_source
+    from netprobe.store.source import open_source
 
     win = HourWindow.parse(window, "--window")
     if days < 1:

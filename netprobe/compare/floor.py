@@ -36,7 +36,7 @@ async def floors(db: str, urls: list[str], days: int, window: str) -> dict[str, 
     from netprobe.report.peak import peak_rows
     from netprobe.report.windows import HourWindow
     from netprobe.store.fleet import load_target_options
-    from netprobe.store.reads import open_source
+    from netprobe.store.source import open_source
     from netprobe.store.urls import sqlite_file
 
     win = HourWindow.parse(window, "--window")

@@ -68,7 +68,7 @@ def slo_request(ttft_ms: float, drawn: bool) -> SloRequest:
 async def _compute(db: str | None, days: int, window: HourWindow, offpeak: HourWindow, agent: str | None,
                    region: str | None, slo: SloRequest | None = None, profiles: bool = True) -> PeakReport:
     from netprobe.report.peak import compute
-    from netprobe.store.reads import open_source
+    from netprobe.store.source import open_source
 
     store = await open_source(db)     # plain SQL, without SQLAlchemy, on a database at the head revision
     try:

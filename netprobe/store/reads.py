@@ -1,30 +1,25 @@
-"""Plain SQL for the reports' read path, on asyncpg (PostgreSQL) or sqlite3 directly, without SQLAlchemy.
+"""Plain SQL for the reports' read path, on psycopg (PostgreSQL) or sqlite3 directly, without SQLAlchemy.
 
 `netprobe report peak` and `budget` only read, and what they read is a few statements per agent
 (netprobe.store.fleet, netprobe.store.prefix_read). Importing SQLAlchemy (Core, the engine, a dialect)
-was most of a report's start-up and a large share of the < 1 s goal at fleet scale (see
-bench/README.md, report_scale), for statements that are plain text anyway. So those statements are written
-once here in plain SQL and run on one of two sources:
+was most of a report's start-up (see bench/README.md, report_scale), for statements that are plain
+text anyway. So those statements are written once here in plain SQL and run on one of two sources:
 
-- Reader: its own connections, asyncpg's or sqlite3's on a thread; opened by open_reader only when the
-  database is at the scripts' head revision (so nothing needs migrating). asyncpg, not psycopg (the
-  Store's driver): asyncpg imports in a fraction of psycopg's time, and it encodes the array
-  parameters and decodes the binary results in C, which shortens a fleet report, HTML and JSON alike;
+- Reader: its own connections, psycopg's or sqlite3's on a thread; opened by open_reader only when the
+  database is at the scripts' head revision (so nothing needs migrating);
 - Store.reading(): the same statements on the Store's SQLAlchemy connection (exec_driver_sql), for
   every other caller and for a database open_reader declines (missing, not migrated yet).
 
-SQL is written with %(name)s parameters (psycopg's style; prepare() writes them in each driver's); a
-list or tuple value becomes a parenthesised list (`IN %(ids)s`), a list of tuples a VALUES list
-(`(a, b) IN %(keys)s`; on PostgreSQL the same rows as one JSON parameter (asyncpg) or as arrays
-(psycopg), with columns named as VALUES names them). Timestamps go in and come out as SQLAlchemy's
-UTCDateTime has them: aware UTC datetimes in Python, naive UTC text on SQLite; JSON columns come out
-decoded on both drivers.
+SQL is written with %(name)s parameters (psycopg's style; prepare() writes sqlite3's :name); a list
+or tuple value becomes a parenthesised list (`IN %(ids)s`), a list of tuples rows of values
+(`(a, b) IN %(keys)s`): on PostgreSQL one array per column, unnested, on SQLite a VALUES list, with
+columns named as VALUES names them. Timestamps go in and come out as SQLAlchemy's UTCDateTime has
+them: aware UTC datetimes in Python, naive UTC text on SQLite; JSON columns come out decoded.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 import re
 import sqlite3
@@ -33,12 +28,10 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-import orjson
-
 from netprobe.errors import StorageError
 
 if TYPE_CHECKING:
-    import asyncpg
+    import psycopg
 
 Row = tuple[Any, ...]
 _PARAM = re.compile(r"%%|%\((\w+)\)s")
@@ -71,7 +64,7 @@ def utc(value: Any) -> datetime:
     if isinstance(value, str):
         return datetime.fromisoformat(value).replace(tzinfo=UTC)
     assert isinstance(value, datetime), value
-    if value.tzinfo is UTC:          # asyncpg's timestamptz: as it is (a report reads thousands)
+    if value.tzinfo is UTC:          # the Reader's sessions are in UTC: as it is (a report reads thousands)
         return value
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
@@ -86,36 +79,27 @@ def _stored(value: Any, dialect: str) -> Any:
 
 
 def prepare(dialect: str, sql: str, params: Mapping[str, Any] | None) -> tuple[str, dict[str, Any]]:
-    """The statement in the driver's style, lists expanded: psycopg's %(name)s ("postgresql"), asyncpg's
-    $n ("asyncpg": the n-th value of the dict returned, in its order) or sqlite3's :name ("sqlite")."""
+    """The statement in the driver's style, lists expanded: psycopg's %(name)s ("postgresql") or
+    sqlite3's :name ("sqlite")."""
     out: dict[str, Any] = {}
-    at: dict[str, int] = {}
     sqlite = dialect == "sqlite"
 
     def place(name: str, value: Any, cast: str = "") -> str:
-        """The marker of one value; `cast`, its type in SQL (an array's, or the JSON rows' text): psycopg
-        sends a cast value in binary (%(x)b): as text it tests each array item for quoting with a regex."""
-        if dialect == "asyncpg":
-            if name not in at:
-                at[name], out[name] = len(at) + 1, value
-            return f"${at[name]}{cast}"
+        """The marker of one value; `cast`, an array's type in SQL: psycopg sends a cast value in binary
+        (%(x)b): as text it tests each array item for quoting with a regex."""
         out[name] = _stored(value, dialect)
         return f":{name}" if sqlite else f"%({name}){'b' if cast else 's'}{cast}"
 
     def sub(m: re.Match[str]) -> str:
         name = m.group(1)
         if name is None:                            # a literal %, as psycopg writes it
-            return "%" if dialect == "asyncpg" else "%%"
+            return "%%"
         value = (params or {})[name]
         if not isinstance(value, list | tuple):
             return place(name, value)
         if not value:
             raise ValueError(f"empty list for {name}")
         if isinstance(value[0], tuple):
-            if dialect == "asyncpg":
-                got = _recordset(name, value, place)
-                if got is not None:
-                    return got
             if not sqlite:
                 return _unnest(name, value, place)
             rows = [f"({', '.join(place(f'{name}_{i}_{j}', v) for j, v in enumerate(row))})"
@@ -149,42 +133,18 @@ def _unnest(name: str, rows: Sequence[tuple[Any, ...]], place: Callable[[str, An
     return f"(SELECT * FROM unnest({', '.join(cols)}) AS {name}({names}))"
 
 
-def _in_jsonb(value: float | None) -> bool:
-    """jsonb holds it exactly: its numbers are numeric, exact for every finite float but -0.0."""
-    return value is None or (math.isfinite(value) and (value != 0.0 or math.copysign(1.0, value) > 0))
-
-
-def _recordset(name: str, rows: Sequence[tuple[Any, ...]], place: Callable[[str, Any, str], str]
-               ) -> str | None:
-    """Rows of values for asyncpg: one JSON text parameter, the rows as arrays (orjson dumps the tuples
-    as they are), each item cast to its column's type, columns named as VALUES names them. As arrays
-    (_unnest), asyncpg looked up each array type in the server's catalog on every new connection
-    (three per fleet report) and checked every element's type in Python. jsonb, parsed once (json
-    re-read each element's text for each item, about twice the server's work). None where a value has
-    no exact form there (bytes, a float jsonb does not hold): the arrays then."""
-    types = _column_types(rows)
-    if "bytea[]" in types or any(kind == "float8[]" and not all(_in_jsonb(row[j]) for row in rows)
-                                 for j, kind in enumerate(types)):
-        return None
-    param = place(name, orjson.dumps(rows, option=orjson.OPT_NAIVE_UTC).decode(), "::text")
-    columns = ", ".join(f"(r.e ->> {j})::{t[:-2]} AS column{j + 1}" for j, t in enumerate(types))
-    return f"(SELECT {columns} FROM jsonb_array_elements({param}::jsonb) AS r(e))"
-
-
 # -- a source of its own connections --------------------------------------------------------------
 class _PgConn:
     __slots__ = ("_conn",)
 
-    def __init__(self, conn: asyncpg.Connection) -> None:
+    def __init__(self, conn: psycopg.AsyncConnection[Row]) -> None:
         self._conn = conn
 
     async def fetch(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
-        text, args = prepare("asyncpg", sql, params)
-        return [tuple(r) for r in await self._conn.fetch(text, *args.values())]
-
-
-def _json_text(value: Any) -> str:
-    return orjson.dumps(value).decode()
+        text, args = prepare("postgresql", sql, params)
+        # results in binary: bytea and numbers without their text form's parsing
+        cursor = await self._conn.execute(text, args, binary=True)
+        return await cursor.fetchall() if cursor.description is not None else []
 
 
 class _SqliteConn:
@@ -222,16 +182,21 @@ class Reader:
 
     async def _connect(self) -> _PgConn | _SqliteConn:
         if self._dialect == "postgresql":
-            import asyncpg
+            import orjson
+            import psycopg
+            from psycopg.conninfo import conninfo_to_dict
+            from psycopg.types.json import set_json_loads
 
-            dsn, timeout = _connect_timeout(self._target)
-            # no named prepared statements: they break behind PgBouncer's transaction pooling, and a
-            # report runs each statement a few times at most
-            pg = await asyncpg.connect(dsn, timeout=math.inf if timeout is None else timeout,
-                                       statement_cache_size=0)
+            given = conninfo_to_dict(self._target)
+            # UTC sessions: timestamps come back in datetime.UTC itself (see utc()); no prepared
+            # statements: they break behind PgBouncer's transaction pooling, and a report runs each
+            # statement a few times at most
+            pg = await psycopg.AsyncConnection.connect(
+                self._target, autocommit=True, prepare_threshold=None,
+                connect_timeout=given.get("connect_timeout", _PG_CONNECT_TIMEOUT_S),
+                options=f"{given.get('options', '')} -c TimeZone=UTC".strip())
             self._open.append(pg)
-            for kind in ("json", "jsonb"):       # decoded, as psycopg (the Store's driver) has them
-                await pg.set_type_codec(kind, encoder=_json_text, decoder=orjson.loads, schema="pg_catalog")
+            set_json_loads(orjson.loads, pg)
             return _PgConn(pg)
 
         def connect() -> sqlite3.Connection:
@@ -284,32 +249,11 @@ class Reader:
                 await conn.close()
 
 
-def _connect_timeout(dsn: str) -> tuple[str, float | None]:
-    """libpq's connect_timeout taken out of the URL as asyncpg's timeout (asyncpg would send it to the
-    server as a setting, which refuses it), read as libpq reads it: whole seconds, 0 or less to wait
-    indefinitely (None), at least 2. Not a whole number: left in, so the connection fails and the
-    Store's driver says why. Any other parameter asyncpg does not take fails the connection too, and
-    the report goes the Store's way (open_source)."""
-    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
-    parts = urlsplit(dsn)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    given = [v for k, v in query if k == "connect_timeout"]
-    if not given:
-        return dsn, _PG_CONNECT_TIMEOUT_S
-    rest = urlunsplit(parts._replace(query=urlencode([(k, v) for k, v in query if k != "connect_timeout"])))
-    try:
-        seconds = int(given[-1].strip())
-    except ValueError:
-        return dsn, _PG_CONNECT_TIMEOUT_S
-    return rest, max(seconds, 2) if seconds > 0 else None
-
-
 def _is_driver_error(exc: BaseException) -> bool:
     import sys
 
-    asyncpg = sys.modules.get("asyncpg")
-    return asyncpg is not None and isinstance(exc, asyncpg.PostgresError | asyncpg.InterfaceError)
+    psycopg = sys.modules.get("psycopg")
+    return psycopg is not None and isinstance(exc, psycopg.Error)
 
 
 _URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9]*)(?:\+[A-Za-z0-9_]+)?://(?P<rest>.*)$", re.S)
@@ -365,14 +309,4 @@ async def open_reader(url: str | None) -> Reader | None:
     return reader
 
 
-async def open_source(url: str | None) -> Source:
-    """What a report reads from: a Reader when the database allows, else the Store (open_store)."""
-    reader = await open_reader(url)
-    if reader is not None:
-        return reader
-    from netprobe.store.store import open_store
-
-    return await open_store(url)
-
-
-__all__ = ["Conn", "Reader", "Row", "Source", "open_reader", "open_source", "prepare", "utc"]
+__all__ = ["Conn", "Reader", "Row", "Source", "open_reader", "prepare", "utc"]

@@ -154,7 +154,7 @@ def test_install_run_remove_purge(clean_machine: Path) -> None:
     assert run(str(python), "-c", "import pip", check=False).returncode != 0
     assert run(str(python), "-c", "import setuptools", check=False).returncode != 0
     # the [server] extra: collector, reports and their database drivers
-    run(str(python), "-c", "import netprobe.collector.app, psycopg, asyncpg, numpy, influxdb_client")
+    run(str(python), "-c", "import netprobe.collector.app, psycopg, numpy, influxdb_client")
     for path in [OPT, *OPT.rglob("*")]:
         st = path.lstat()
         assert st.st_uid == 0, path

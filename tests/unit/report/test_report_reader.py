@@ -1,22 +1,24 @@
-"""The report read over a Reader (netprobe.store.reads: plain SQL on asyncpg or sqlite3, without
+"""The report read over a Reader (netprobe.store.reads: plain SQL on psycopg or sqlite3, without
 SQLAlchemy) is the report read over the Store (SQLAlchemy on psycopg), on the same data, on SQLite and
 the real PostgreSQL; open_reader takes only databases at the head revision; the read path never imports
-SQLAlchemy, nor psycopg on PostgreSQL."""
+SQLAlchemy."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
+from netprobe.errors import StorageError
 from netprobe.report.peak import compute
-from netprobe.store import Store, open_store
+from netprobe.store import open_store
 from netprobe.store.fleet import detected_lines
-from netprobe.store.reads import Reader, Source, _connect_timeout, open_reader, open_source, prepare
+from netprobe.store.reads import Reader, Source, open_reader, prepare
+from netprobe.store.source import open_source
 from tests.support.pg import scratch_database
 from tests.support.report import NOW, dataset, write_all
 
@@ -125,30 +127,14 @@ def test_lists_and_rows_of_values_expand_for_each_driver() -> None:
     assert stamp == NOW.replace(tzinfo=None).isoformat(" ", "microseconds")   # as SQLAlchemy stores it
 
 
-def test_statements_are_numbered_for_asyncpg() -> None:
-    sql, named = prepare("asyncpg", "a = %(x)s AND b = %(y)s AND c = %(x)s AND d LIKE 'x%%'"
-                         " AND e IN %(l)s AND f IN %(k)s",
-                         {"x": 1, "y": "u", "l": ["p", "q"], "k": [("u", NOW)]})
-    args = list(named.values())           # $n is the n-th
-    assert sql == ("a = $1 AND b = $2 AND c = $1 AND d LIKE 'x%' AND e IN ($3, $4) AND f IN"
-                   " (SELECT (r.e ->> 0)::text AS column1, (r.e ->> 1)::timestamptz AS column2"
-                   " FROM jsonb_array_elements($5::text::jsonb) AS r(e))")
-    assert args[:4] == [1, "u", "p", "q"]
-    assert orjson.loads(args[4]) == [["u", NOW.isoformat()]]
-    # no exact form in jsonb (bytes, a float that is not finite, -0.0): the rows go as arrays
-    for odd in (b"\x00", float("nan"), -0.0):
-        sql, named = prepare("asyncpg", "FROM %(k)s v", {"k": [("u", odd)]})
-        assert "unnest($1::text[], $2::" in sql and next(iter(named.values())) == ["u"]
-
-
 @pytest.mark.postgres
 async def test_rows_of_values_read_back_exactly_on_postgres() -> None:
-    """The JSON parameter asyncpg sends rows as (no array types, which asyncpg looks up in the catalog on
-    each new connection) gives back every value as the arrays did: quotes, NULLs, non-ASCII, big ints,
-    floats to the bit, timestamps to the microsecond, the rows' order."""
+    """Rows sent as one array per column give back every value: quotes, NULLs, non-ASCII, big ints,
+    floats to the bit (-0.0 and not finite ones too), bytes, timestamps to the microsecond, the rows'
+    order."""
     rows = [("a'b\"c\\d", None, 2**62, 0.1 + 0.2, NOW, True), ("é → 中", 7, -1, 5e-324, NOW, None),
             (None, 8, 0, -1.7976931348623157e308, NOW.replace(microsecond=1), False)]
-    signed = [("z", 0, 0, -0.0, NOW, True)]          # sent as arrays (jsonb's numeric has no -0)
+    signed = [("z", 0, 0, -0.0, NOW, b"\x00\xff"), ("y", 1, 1, float("inf"), NOW, b"")]
     with scratch_database() as url:
         await (await open_source(url)).close()          # the Store migrates it: the Reader takes it
         reader = await open_reader(url)
@@ -161,12 +147,12 @@ async def test_rows_of_values_read_back_exactly_on_postgres() -> None:
             await reader.close()
     assert got == rows
     assert zero == signed and str(zero[0][3]) == "-0.0"
+    assert all(isinstance(row[4], datetime) and row[4].tzinfo is UTC for row in got)
 
 
 @pytest.mark.postgres
-def test_a_report_on_postgres_reads_without_psycopg() -> None:
-    """The Reader's driver is asyncpg: importing psycopg (the Store's) took 0.12–0.18 s of each report's
-    start-up on the project's VM, asyncpg 0.03 s."""
+def test_a_report_on_postgres_reads_without_sqlalchemy() -> None:
+    """The Reader reads on psycopg alone: a report's process never imports SQLAlchemy."""
     import asyncio
 
     with scratch_database() as url:
@@ -175,7 +161,7 @@ def test_a_report_on_postgres_reads_without_psycopg() -> None:
 import asyncio, sys
 from datetime import datetime
 from netprobe.report.peak import compute
-from netprobe.store.reads import open_source
+from netprobe.store.source import open_source
 
 async def main():
     source = await open_source({url!r})
@@ -186,7 +172,7 @@ async def main():
     print(type(source).__name__, len(report.rows), sum(r.detected_line is not None for r in report.rows))
 
 asyncio.run(main())
-print(sorted({{m.split('.')[0] for m in sys.modules}} & {{'psycopg', 'sqlalchemy'}}))
+print(sorted({{m.split('.')[0] for m in sys.modules}} & {{'asyncpg', 'sqlalchemy'}}))
 """
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
                               timeout=120)
@@ -197,30 +183,22 @@ print(sorted({{m.split('.')[0] for m in sys.modules}} & {{'psycopg', 'sqlalchemy
 
 
 @pytest.mark.postgres
-async def test_libpq_url_parameters_asyncpg_lacks_go_the_stores_way() -> None:
+async def test_libpq_url_parameters_are_libpqs() -> None:
+    """The Reader hands the URL to libpq as it is: every parameter libpq takes works, and one it
+    refuses fails with libpq's own words."""
     with scratch_database() as url:
         await write_all(url, dataset(days=2, seed=3), fold=False)
-        for query, kind in (("connect_timeout=5", Reader), ("connect_timeout=0", Reader),
-                            ("application_name=np", Reader), ("keepalives=1", Store)):
+        for query in ("connect_timeout=5", "connect_timeout=0", "application_name=np", "keepalives=1",
+                      "options=-c%20statement_timeout%3D60000"):
             source = await open_source(f"{url}?{query}")
             try:
-                assert isinstance(source, kind), query
+                assert isinstance(source, Reader), query
                 assert (await _report(source, days=2))["rows"], query
             finally:
                 await source.close()
-
-
-def test_connect_timeout_reads_as_libpq_reads_it() -> None:
-    """Whole seconds, at least 2; 0 or less waits indefinitely (libpq's connect_timeout); anything else
-    stays in the URL, where the Store's driver names the mistake."""
-    base = "postgresql://u@h/db"
-    named = f"{base}?application_name=np"
-    assert _connect_timeout(f"{base}?connect_timeout=7&application_name=np") == (named, 7)
-    assert _connect_timeout(f"{base}?connect_timeout=1") == (base, 2)
-    assert _connect_timeout(f"{base}?connect_timeout=0") == (base, None)
-    assert _connect_timeout(f"{base}?connect_timeout=-3") == (base, None)
-    assert _connect_timeout(f"{base}?connect_timeout=2.5") == (f"{base}?connect_timeout=2.5", 10)
-    assert _connect_timeout(base) == (base, 10)
+        assert await open_reader(f"{url}?nosuchoption=1") is None
+        with pytest.raises(StorageError, match="nosuchoption"):
+            await open_source(f"{url}?nosuchoption=1")
 
 
 def test_the_read_path_does_not_import_sqlalchemy() -> None:

@@ -115,8 +115,7 @@ async def _peak(db: str | None, days: int, window: str, region: str | None, slo:
     store = await open_source(db)     # plain SQL, without SQLAlchemy, on a database at the head revision
     try:
         # the budget reads the peak window alone, unless attainment wants off-peak and every hour too
-        return await peak_rows(store, days, win, region=region, peak_only=slo is None, slo=slo,
-                               offload=True)
+        return await peak_rows(store, days, win, region=region, peak_only=slo is None, slo=slo)
     finally:
         await store.close()
 

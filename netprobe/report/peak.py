@@ -23,7 +23,6 @@ from netprobe.store.reads import Source
 from netprobe.store.rollups import rollup_figures
 from netprobe.times import iso, utc_now
 
-from .offload import Offload, Pending
 from .ranking import RULE, ranked
 from .rows import (
     Degradation,
@@ -44,7 +43,6 @@ if TYPE_CHECKING:
 from .windows import DEFAULT_OFFPEAK, DEFAULT_WINDOW, HourWindow, LocalDays, last_days, window_of, zone_of
 
 DEFAULT_DAYS = 7
-OFFLOAD_SERIES = 400        # agents × targets from which the SLO figures go to a worker (a fleet has 1,000)
 
 
 # repr=False: asyncio.run's clean-up formats its SIGINT handler, which holds the main task and so
@@ -249,21 +247,13 @@ def _slo_jobs(rows: list[PeakRow], slo: SloRequest, by_probe: Mapping[str, HourA
 
 @dataclass(slots=True)
 class _Slo:
-    """The SLO figures of the rows made so far, being computed (here, or in the worker)."""
+    """The SLO figures of the rows made so far, by (agent, target)."""
 
-    offload: Offload
-    jobs: list[tuple[dict[int, tuple[str, str]], Pending[dict[int, SloFigures]]]] = field(
-        default_factory=list)
+    figures: dict[tuple[str, str], SloFigures] = field(default_factory=dict)
 
     def add(self, job: SloJob, keys: dict[int, tuple[str, str]]) -> None:
         """`keys`: the (agent, target) of each of the job's series."""
-        self.jobs.append((keys, self.offload.run(slo_figures, job)))
-
-    async def results(self) -> dict[tuple[str, str], SloFigures]:
-        out: dict[tuple[str, str], SloFigures] = {}
-        for keys, job in reversed(self.jobs):      # last first: those the worker has not started run here
-            out.update((keys[i], got) for i, got in (await job.result()).items())
-        return out
+        self.figures.update((keys[i], got) for i, got in slo_figures(job).items())
 
 
 async def _read_days(store: Source, agent: str, local: LocalDays, probes: Sequence[str],
@@ -292,15 +282,13 @@ async def compute(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | 
                   offpeak: HourWindow | str = DEFAULT_OFFPEAK, agent: str | None = None,
                   region: str | None = None, now: datetime | None = None,
                   peak_only: bool = False, slo: SloRequest | None = None,
-                  agent_ids: Collection[str] | None = None, offload: bool = False, profiles: bool = True
-                  ) -> PeakReport:
+                  agent_ids: Collection[str] | None = None, profiles: bool = True) -> PeakReport:
     """The whole report: rows ranked within each region, ordered by region, rank, agent, target.
     Reads the prefix rollups: a few rows per series whatever `days` is (netprobe.store.prefix).
     `peak_only` (the budget): the peak window alone, without off-peak figures, profiles and
     detected lines, so only the window's hours are read. `agent_ids`: only these agents (the
-    dashboard: those of one time zone, whose last peak ends at one instant). `offload`: a fleet's SLO
-    figures may be computed in a forked worker process (a command's own process may fork; a server's
-    should not). `profiles`: False where nothing shows the rows' 24-hour profiles (the terminal table,
+    dashboard: those of one time zone, whose last peak ends at one instant). `profiles`: False where
+    nothing shows the rows' 24-hour profiles (the terminal table,
     Markdown): the RTT probe is then read only in the windows' hours, as the other probes are."""
     win, off = window_of(window, "--window"), window_of(offpeak, "--offpeak")
     if days < 1:
@@ -330,32 +318,29 @@ async def compute(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | 
     warnings: list[str] = []
     lines: dict[tuple[str, str], fleet.DetectedLine] = {}
     back: dict[tuple[str, str], fleet.DetectedLine] = {}      # the way back
-    # A fleet's SLO figures are computed in a worker process (report/offload.py) where the caller allows
-    # one: a command's own process, not a server's.
-    with Offload(offload and slo is not None and len(chosen) * len(target_info) >= OFFLOAD_SERIES) as worker:
-        figuring = _Slo(worker) if slo is not None else None
-        try:
-            for _ in range(store.parallel_reads):
-                launch()
-            while ahead:
-                info, pending = ahead.popleft()
-                launch()
-                zone, problem, grouped = await pending
-                if grouped and problem:
-                    warnings.append(f"agent {info.id}: {problem}; its windows are taken in UTC")
-                rows += _agent_rows(info, zone, target_info, grouped, win, None if peak_only else off, slo,
-                                    figuring, profiles)
-        finally:
-            tasks = [t for _, t in ahead]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        if not peak_only and rows:
-            # every agent's pairs at once: a few statements per direction, not a few per agent
-            pairs = sorted({(r.agent, r.target) for r in rows})
-            lines, back = await asyncio.gather(fleet.detected_lines(store, pairs, now),
-                                               fleet.detected_lines(store, pairs, now, "return"))
-        figures = await figuring.results() if figuring is not None else {}
+    figuring = _Slo() if slo is not None else None
+    try:
+        for _ in range(store.parallel_reads):
+            launch()
+        while ahead:
+            info, pending = ahead.popleft()
+            launch()
+            zone, problem, grouped = await pending
+            if grouped and problem:
+                warnings.append(f"agent {info.id}: {problem}; its windows are taken in UTC")
+            rows += _agent_rows(info, zone, target_info, grouped, win, None if peak_only else off, slo,
+                                figuring, profiles)
+    finally:
+        tasks = [t for _, t in ahead]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    if not peak_only and rows:
+        # every agent's pairs at once: a few statements per direction, not a few per agent
+        pairs = sorted({(r.agent, r.target) for r in rows})
+        lines, back = await asyncio.gather(fleet.detected_lines(store, pairs, now),
+                                           fleet.detected_lines(store, pairs, now, "return"))
+    figures = figuring.figures if figuring is not None else {}
     # one copy of a row for its rank and all the rest (a fleet has 1,000 rows)
     rows = [_finished(r, score, rank, lines.get(key), back.get(key), figures.get(key))
             for r, score, rank in ranked(rows) for key in ((r.agent, r.target),)]
@@ -375,11 +360,10 @@ def _finished(row: PeakRow, score: float | None, rank: int | None, out: fleet.De
 async def peak_rows(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | str = DEFAULT_WINDOW,
                     offpeak: HourWindow | str = DEFAULT_OFFPEAK, agent: str | None = None,
                     region: str | None = None, now: datetime | None = None,
-                    peak_only: bool = False, slo: SloRequest | None = None, offload: bool = False
-                    ) -> list[PeakRow]:
+                    peak_only: bool = False, slo: SloRequest | None = None) -> list[PeakRow]:
     """Peak vs off-peak per agent × target over the last `days` local days (see windows.py for the
     exact rules), ranked within each region. `window`/`offpeak`: HourWindow or "20-23"-style text.
-    `peak_only`, `offload`: as compute's."""
+    `peak_only`: as compute's."""
     report = await compute(store, days, window, offpeak, agent=agent, region=region, now=now,
-                           peak_only=peak_only, slo=slo, offload=offload)
+                           peak_only=peak_only, slo=slo)
     return report.rows

@@ -14,8 +14,6 @@ from .line_comparison import compare_lines
 from .peak import PeakReport
 from .ranking import RULE
 
-ASIDE_ROWS = 200      # rows from which the page's second half is drawn aside (a fork costs a few ms)
-
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 24px; color: #222; background: #fff; }
 h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; }
@@ -59,23 +57,9 @@ def html_chunks(report: PeakReport) -> Iterator[str]:
     yield _TAIL
 
 
-def write_html(report: PeakReport, out: TextIO, aside: bool = False) -> None:
-    """The page written to `out` as it is drawn. `aside`: a fleet's page (ASIDE_ROWS rows or more) has
-    its second half drawn by a forked child while this process draws the first, and written by it
-    after (report/aside.py): only in a command's own process. The same text either way."""
-    if not aside or len(report.rows) < ASIDE_ROWS:
-        out.writelines(html_chunks(report))
-        return
-    from .aside import Aside
-
-    out.write(_head(report))
-    later = Aside(lambda: _joined(_second(report), lead=True), out)
-    try:
-        out.writelines(_joined(_first(report)))
-        later.write(out)
-    finally:
-        later.close()
-    out.write(_TAIL)
+def write_html(report: PeakReport, out: TextIO) -> None:
+    """The page written to `out` as it is drawn."""
+    out.writelines(html_chunks(report))
 
 
 def _head(report: PeakReport) -> str:

@@ -72,7 +72,7 @@ async def _compute(db: str | None, days: int, window: HourWindow, offpeak: HourW
 
     store = await open_source(db)     # plain SQL, without SQLAlchemy, on a database at the head revision
     try:
-        return await compute(store, days, window, offpeak, agent=agent, region=region, slo=slo, offload=True,
+        return await compute(store, days, window, offpeak, agent=agent, region=region, slo=slo,
                              profiles=profiles)
     finally:
         await store.close()
@@ -100,7 +100,7 @@ def _emit(report: PeakReport, fmt: str, out: Path | None) -> None:
         if fmt == "html":
             from netprobe.report.render_html import write_html
 
-            write_html(report, fh, aside=True)      # written as drawn: a fleet's page is 15 MB
+            write_html(report, fh)      # written as drawn: a fleet's page is 15 MB
         elif fmt == "json":
             import orjson  # a fleet's report is megabytes: the json module was a large part of its time
 

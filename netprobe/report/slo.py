@@ -91,10 +91,8 @@ def servers_of(req: SloRequest, measured: Sequence[Server]) -> list[Server]:
 
 
 # -- the job ------------------------------------------------------------------------------------------
-# An agent's SLO figures for one RTT probe are a job of plain arrays (SloJob): NumPy that holds the GIL
-# most of the time (a second thread barely helps), so at
-# fleet scale a worker process computes them while this one reads and merges the next agents
-# (report/offload.py). Nothing else reads them before the rows are done: the ranking does not.
+# An agent's SLO figures for one RTT probe are a job of plain arrays (SloJob), computed as each
+# agent's rows are made, so only the agents in flight are held in memory.
 Cases = tuple[list[int], Rtts, F64, list[Server]]    # case keys, their RTTs, loss fractions and servers
 
 

@@ -1,5 +1,6 @@
-"""Migration 0009 on the real server: the prefix rows' values kept in the row and LZ4-compressed, existing
-rows rewritten so, the same bytes and the same report either way (and back on a downgrade)."""
+"""Migration 0010 on the real server: a database whose prefix values an earlier 0009 kept in the row
+(STORAGE MAIN, LZ4) has them stored the default way again (compressed out of line), with the same
+bytes and the same report; a database that never had them in the row is left alone."""
 
 from __future__ import annotations
 
@@ -51,34 +52,43 @@ async def _report(url: str) -> dict[str, Any]:
         await store.close()
 
 
-async def test_prefix_values_move_into_the_row_and_back_with_the_same_bytes(tmp_path: Path) -> None:
+def _into_the_row(url: str) -> None:
+    """What the earlier 0009 did: the values stored MAIN, LZ4-compressed, existing rows made anew."""
+    how = ", ".join(f"ALTER {c} SET STORAGE MAIN, ALTER {c} SET COMPRESSION lz4" for c in VALUES)
+    made = ", ".join(f"{c} = {c} || ''::bytea" for c in VALUES)
+    with psycopg.connect(_dsn(url)) as conn:
+        conn.execute(f"ALTER TABLE rollups_prefix {how}")
+        conn.execute(f"UPDATE rollups_prefix SET {made}")
+
+
+async def _migrated(url: str, to: str | None = None) -> str | None:
+    store = await open_store(url)
+    try:
+        return await (store.downgrade(to) if to is not None else store.upgrade())
+    finally:
+        await store.close()
+
+
+async def test_values_kept_in_the_row_go_back_to_the_toast_with_the_same_bytes(tmp_path: Path) -> None:
     with scratch_database() as url:
         await write_all(url, dataset(days=8, seed=3))
         head = _state(url)
         report = await _report(url)
         # This server (Debian's PostgreSQL 15) has LZ4; a payload of 8 days is big enough to compress.
         assert head["lz4"]
-        assert set(head["columns"].values()) == {("m", "l")}
-        assert head["methods"] == {"lz4"}
+        assert set(head["columns"].values()) == {("x", "")}      # the server's defaults
+        assert head["methods"] == {"pglz"}
         assert head["rows"] and head["pk"] == "pk_rollups_prefix"
 
-        store = await open_store(url)
-        try:
-            assert await store.downgrade("0008") == "0008"
-        finally:
-            await store.close()
-        before = _state(url)
-        assert set(before["columns"].values()) == {("x", "p")}
-        assert before["methods"] == {"pglz"}
-        assert before["rows"] == head["rows"] and before["pk"] == "pk_rollups_prefix"
-        assert await _report(url) == report
+        assert await _migrated(url, "0009") == "0009"
+        assert _state(url) == head                                 # nothing to undo: left alone
+        _into_the_row(url)
+        inline = _state(url)
+        assert set(inline["columns"].values()) == {("m", "l")} and inline["methods"] == {"lz4"}
+        assert inline["rows"] == head["rows"]
 
-        store = await open_store(url)
-        try:
-            assert await store.upgrade() == head_revision()
-        finally:
-            await store.close()
+        assert await _migrated(url) == head_revision()
         again = _state(url)
-        assert again["columns"] == head["columns"] and again["methods"] == {"lz4"}
+        assert set(again["columns"].values()) == {("x", "")} and again["methods"] == {"pglz"}
         assert again["rows"] == head["rows"] and again["pk"] == "pk_rollups_prefix"
         assert await _report(url) == report

@@ -1,11 +1,13 @@
-"""docs/configuration.md is generated from the config models (netprobe.config.reference): the committed
+"""docs/configuration.md is generated from the config models (scripts/config_reference.py): the committed
 page must be exactly what the generator writes, and every key of every model a config file is validated
 by must have its row under its table's heading."""
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import re
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import get_args
@@ -14,11 +16,24 @@ from pydantic import BaseModel
 
 from netprobe.config import alerts, collector, sections, targets
 from netprobe.config.base import StrictModel
-from netprobe.config.reference import COMMAND, markdown
 from netprobe.net import lines
 from netprobe.probes import REGISTRY
 
-DOC = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
+ROOT = Path(__file__).resolve().parents[3]
+DOC = ROOT / "docs" / "configuration.md"
+
+
+def _generator() -> ModuleType:
+    """The generator is a script of the repository's, not a module of the package."""
+    spec = importlib.util.spec_from_file_location("config_reference", ROOT / "scripts/config_reference.py")
+    assert spec is not None and spec.loader is not None
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)    # for its dataclasses
+    spec.loader.exec_module(module)
+    return module
+
+
+_GEN = _generator()
+COMMAND, markdown = _GEN.COMMAND, _GEN.markdown
 
 # model → the TOML table it validates (written here, not taken from the generator)
 TABLES: dict[type[BaseModel], str] = {

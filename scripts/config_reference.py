@@ -3,7 +3,7 @@ one section per TOML table, one row per key with its type, default, bounds and d
 cannot drift from what `netprobe config check` accepts (tests/unit/config/test_reference_doc.py checks
 the committed page against markdown()).
 
-    python3 -m netprobe.config.reference > docs/configuration.md
+    python3 scripts/config_reference.py > docs/configuration.md
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from netprobe.config.targets import target_model
 from netprobe.net.lines import DEFAULT_PREFIXES, DEFAULT_RULES, ClassificationConfig, LineRule, PrefixEntry
 from netprobe.probes import REGISTRY
 
-COMMAND = "python3 -m netprobe.config.reference > docs/configuration.md"
+COMMAND = "python3 scripts/config_reference.py > docs/configuration.md"
 
 File = Literal["agent", "collector"]
 
@@ -383,7 +383,7 @@ def _render(section: Section, level: str = "###") -> list[str]:
     return lines
 
 
-INTRO = f"""<!-- Generated from the configuration models by netprobe/config/reference.py; do not edit by hand.
+INTRO = f"""<!-- Generated from the configuration models by scripts/config_reference.py; do not edit by hand.
      Regenerate with: {COMMAND}
      tests/unit/config/test_reference_doc.py fails when this page and the models disagree. -->
 

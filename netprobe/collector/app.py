@@ -14,7 +14,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from netprobe.collector.body import CHUNK, Parsed, Rejected, content_encoding, parse_request, read_capped
+from netprobe.collector.body import CHUNK, Rejected, content_encoding, parse_json, read_capped
 from netprobe.collector.metrics import CollectorMetrics
 from netprobe.collector.tokens import Tokens
 from netprobe.errors import RefusedValueError, StorageError
@@ -107,7 +107,7 @@ async def _handle_results(ingest: Ingest, request: web.Request) -> web.Response:
         health = _health(request)
         body = await read_capped(request.content.iter_chunked(CHUNK), request.content_length,
                                  content_encoding(request.headers.get("Content-Encoding")), ingest.max_body)
-        response = await _store(ingest, agent, parse_request(body))
+        response = await _store(ingest, agent, parse_json(body))
         if health.present:
             await _note_health(ingest, agent, health, received_at)
     except Rejected as exc:
@@ -172,8 +172,7 @@ def _unavailable(exc: StorageError) -> Rejected:
     return Rejected(503, "storage", "database unavailable; retry later")
 
 
-async def _store(ingest: Ingest, agent: str, parsed: Parsed) -> web.Response:
-    data = parsed.data
+async def _store(ingest: Ingest, agent: str, data: Any) -> web.Response:
     if not isinstance(data, list):
         raise Rejected(400, "bad_json", f"body must be a JSON array of result envelopes, got {_kind(data)}")
     if len(data) > ingest.max_batch:
@@ -187,11 +186,11 @@ async def _store(ingest: Ingest, agent: str, parsed: Parsed) -> web.Response:
             raise Rejected(403, "forbidden", f"envelope {i}: agent.id {other!r} is not this token's agent "
                            f"({agent!r}); an agent may only send its own rounds")
     try:
-        envelopes = parse_envelopes(data, parsed.texts)     # the wire edge: validated here, once
+        envelopes = parse_envelopes(data)     # the wire edge: validated here, once
     except EnvelopeError as exc:
         raise Rejected(400, "bad_envelope", str(exc)) from None
     try:
-        stats = await ingest.store.write(envelopes, source=parsed.source)
+        stats = await ingest.store.write(envelopes)
     except RefusedValueError as exc:
         # the batch can never be stored: the client's 400, not a 503 to retry
         raise Rejected(400, "bad_envelope",

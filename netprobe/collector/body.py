@@ -4,10 +4,8 @@ arrive, so neither a chunked body nor a gzip bomb gets past the cap; then strict
 from __future__ import annotations
 
 import json
-import re
 import zlib
 from collections.abc import AsyncIterable
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -96,45 +94,6 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-_DECODER = json.JSONDecoder(parse_constant=_no_constant)
-_WS = re.compile(r"[ \t\n\r]*")     # JSON's whitespace, as the json module skips it
-
-
-def _skip(text: str, i: int) -> int:
-    m = _WS.match(text, i)
-    return m.end() if m is not None else i
-
-
-def _array(body: bytes) -> tuple[list[Any], list[str]] | None:
-    """A top-level JSON array's items and each item's own JSON text, or None when `body` is anything
-    else or malformed (json.loads then says what is wrong, in its own words)."""
-    try:
-        text = body.decode(json.detect_encoding(body), "surrogatepass")
-        i = _skip(text, 0)
-        if text[i:i + 1] != "[":
-            return None
-        i = _skip(text, i + 1)
-        items: list[Any] = []
-        texts: list[str] = []
-        if text[i:i + 1] == "]":
-            i += 1
-        else:
-            while True:
-                item, end = _DECODER.raw_decode(text, i)
-                items.append(item)
-                texts.append(text[i:end])
-                i = _skip(text, end)
-                sep = text[i:i + 1]
-                i = _skip(text, i + 1)
-                if sep == "]":
-                    break
-                if sep != ",":
-                    return None
-        return (items, texts) if _skip(text, i) == len(text) else None
-    except (ValueError, RecursionError):
-        return None
-
-
 # A run of 19 digits: orjson reads an integer outside [-2**63, 2**64) as a float, where json keeps it
 # exact. Digits map to "0", anything else to " "; one C-speed pass, no regex backtracking.
 _DIGITS = bytes(ord("0") if chr(c).isdigit() and c < 128 else ord(" ") for c in range(256))
@@ -148,50 +107,19 @@ def orjson_reads_alike(data: bytes) -> bool:
     return _LONG_RUN not in data.translate(_DIGITS)
 
 
-@dataclass(frozen=True, slots=True)
-class Parsed:
-    """A request body parsed: the value, and how the store may reuse its JSON text."""
-
-    data: Any
-    texts: list[str] | None = None    # an array's items' own texts (the slow path)
-    source: str | None = None         # the whole array's text, items in `data`'s order (the fast path)
-
-
-def _fast(body: bytes) -> Parsed | None:
-    """orjson, when it reads `body` exactly as the json module would: UTF-8 (no BOM), no integer it
-    would turn into a float. None when it refuses or might differ: the json module then decides, so
-    the values and the error messages stay the json module's own."""
-    if not orjson_reads_alike(body):
-        return None
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(data, list):
-        return Parsed(data)
-    return Parsed(data, source=body.decode("utf-8"))
-
-
 def parse_json(body: bytes) -> Any:
-    """Strict JSON: no NaN/Infinity. (A string with a NUL, which PostgreSQL's jsonb refuses, is the
-    envelope validator's to refuse, naming the envelope and field: a 400, not a 503 retried for ever.)"""
-    return parse_request(body).data
-
-
-def parse_request(body: bytes) -> Parsed:
-    """parse_json's value with what the store may reuse of its text (it keeps envelopes as jsonb, so
-    it need not serialise them again): orjson when it reads the body as the json module would, else
-    the json module, which also words every error message."""
-    parsed = _fast(body)
-    return parsed if parsed is not None else _slow(body)
-
-
-def _slow(body: bytes) -> Parsed:
+    """Strict JSON: no NaN/Infinity. orjson when it reads `body` exactly as the json module would (UTF-8
+    without a BOM, no integer it would turn into a float); else the json module, which also words every
+    error message. (A string with a NUL, which PostgreSQL's jsonb refuses, is the envelope validator's
+    to refuse, naming the envelope and field: a 400, not a 503 retried for ever.)"""
+    if orjson_reads_alike(body):
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError:
+            pass
     try:
-        parsed = _array(body)
-        data, texts = parsed if parsed is not None else (json.loads(body, parse_constant=_no_constant), None)
+        return json.loads(body, parse_constant=_no_constant)
     except ValueError as exc:      # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise Rejected(400, "bad_json", f"malformed JSON: {exc}") from None
     except RecursionError:
         raise Rejected(400, "bad_json", "malformed JSON: nested too deeply") from None
-    return Parsed(data, texts=texts)

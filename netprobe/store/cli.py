@@ -107,8 +107,7 @@ def import_(file: Annotated[Path, typer.Argument(metavar="FILE.jsonl",
 @dataclass(slots=True)
 class _Batch:
     envelopes: list[Envelope]
-    texts: list[str]          # each envelope's JSON text, for Store.write's `source`
-    size: int = 0             # of the texts
+    size: int = 0             # bytes of the lines read into it
     done: int = 0             # bytes of the file read up to its last line
 
 
@@ -148,7 +147,7 @@ async def _batches(file: Path, bad: list[str]) -> AsyncIterator[_Batch]:
     from netprobe.store.envelopes import EnvelopeError
 
     envelope = _line_reader()
-    batch = _Batch([], [])
+    batch = _Batch([])
     done = 0
     name = str(file)
     try:
@@ -171,23 +170,17 @@ async def _batches(file: Path, bad: list[str]) -> AsyncIterator[_Batch]:
                 else:
                     if env is None:
                         continue
-                    text = env.text if env.text is not None else _json(env.raw)
                     batch.envelopes.append(env)
-                    batch.texts.append(text)
-                    batch.size += len(text)
+                    batch.size += len(raw)
                     if len(batch.envelopes) >= IMPORT_BATCH or batch.size >= IMPORT_BATCH_BYTES:
                         batch.done = done
                         yield batch
-                        batch = _Batch([], [])
+                        batch = _Batch([])
     except OSError as exc:
         raise UsageError(f"{file}: {exc.strerror or exc}") from None
     if batch.envelopes:
         batch.done = done
         yield batch
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
 
 
 def _skip(bad: list[str], message: str) -> None:
@@ -224,8 +217,7 @@ async def _import(file: Path, db: str | None, size: int) -> list[str]:
             task = progress.add_task("import", total=size)
             async for batch in _batches(file, bad):
                 await written()
-                source = "[" + ",".join(batch.texts) + "]"
-                write = store.write(batch.envelopes, source=source, bulk=True)
+                write = store.write(batch.envelopes, bulk=True)
                 writing = (asyncio.create_task(write), batch.done)
             await written()
             writing = None

@@ -54,21 +54,6 @@ _PG_INSERT_RESULTS = text(
     "ORDER BY r.n "
     "ON CONFLICT (id) DO NOTHING RETURNING id"
 ).bindparams(bindparam("now", type_=UTCDateTime()))
-# The same for a batch parsed by orjson (the collector's usual case): the envelopes picked by position
-# (1-based) from the request's whole JSON array as received, so PostgreSQL parses the text the collector
-# already holds; and the columns as one JSON array of rows, which orjson writes in a fraction of the
-# time psycopg takes to quote six arrays element by element.
-_PG_INSERT_RESULTS_AT = text(
-    "INSERT INTO probe_results (id, probe, agent_id, target_id, started_at, status, envelope, stored_at) "
-    "SELECT r.v->>0, r.v->>1, r.v->>2, r.v->>3, CAST(r.v->>4 AS timestamptz), r.v->>5, e.envelope, :now "
-    "FROM json_array_elements(CAST(:rows AS json)) WITH ORDINALITY AS r(v, n) "
-    "JOIN jsonb_array_elements(CAST(:source AS jsonb)) WITH ORDINALITY AS e(envelope, pos) "
-    "ON e.pos = CAST(r.v->>6 AS bigint) "
-    "ORDER BY r.n "
-    "ON CONFLICT (id) DO NOTHING RETURNING id"
-).bindparams(bindparam("now", type_=UTCDateTime()))
-
-
 # Rollup hour rows on PostgreSQL: the keys to create, then the merged rows, each as one JSON array of
 # rows (json_populate_recordset types each field as its column): one statement each rather than one
 # per hour row, and orjson rather than psycopg quoting every value.
@@ -384,28 +369,23 @@ class Store:
 
     # -- writing ----------------------------------------------------------------------------------
     async def write(self, envelopes: Sequence[Envelope], *, outbox_cap: int | None = None,
-                    source: str | None = None, bulk: bool = False) -> WriteStats:
+                    bulk: bool = False) -> WriteStats:
         """Store result envelopes once each (by id); rolls up only the newly stored ones, atomically.
 
         Envelopes only: JSON is validated where it comes in (parse_envelopes), the agent's own rounds
         are typed by construction (envelope_of). With `outbox_cap`, the newly stored ones also enter
         the upload outbox in the same transaction, and the outbox is trimmed (oldest first) to that
-        many rows. `source`: the JSON text of the whole array the envelopes were parsed from, items in
-        order (PostgreSQL then stores that text rather than re-serialising). `bulk`: a bulk load that
+        many rows. `bulk`: a bulk load that
         can be run again (`db import`): on PostgreSQL the new rows go in by COPY, and the commit does
         not wait for the WAL to reach the disk (synchronous_commit off, this transaction only); what is
         stored is the same.
         """
         unique: dict[str, Envelope] = {}
-        positions: dict[str, int] | None = {} if source is not None else None
-        for i, env in enumerate(envelopes, 1):
+        for env in envelopes:
             if type(env) is not Envelope:
                 raise TypeError(f"Store.write takes Envelopes (parse_envelopes, envelope_of), not "
                                 f"{type(env).__name__}")
-            if env.id not in unique:
-                unique[env.id] = env
-                if positions is not None:
-                    positions[env.id] = i
+            unique.setdefault(env.id, env)
         repeated = len(envelopes) - len(unique)
         if not unique:
             return WriteStats(0, repeated)
@@ -430,9 +410,9 @@ class Store:
                 # each sees the other's results.
                 refs = await self._upsert_refs(conn, fresh, now)
                 if bulk:
-                    inserted = await self._pg_copy_results(conn, fresh, now, source, positions)
+                    inserted = await self._pg_copy_results(conn, fresh, now)
                 else:
-                    inserted = await self._insert_results(conn, fresh, now, source, positions)
+                    inserted = await self._insert_results(conn, fresh, now)
                 new = [e for e in fresh if e.id in inserted]
                 deltas = hour_deltas(new)
                 await self._apply_rollups(conn, deltas, now, bulk=bulk)
@@ -522,16 +502,8 @@ class Store:
             written += mine
         return written
 
-    async def _insert_results(self, conn: AsyncConnection, envs: Sequence[Envelope], now: datetime,
-                              source: str | None = None, positions: Mapping[str, int] | None = None
+    async def _insert_results(self, conn: AsyncConnection, envs: Sequence[Envelope], now: datetime
                               ) -> set[str]:
-        if self.dialect == "postgresql" and source is not None and positions is not None:
-            # started_at is UTC: orjson writes it as RFC 3339 with +00:00 and microseconds
-            columns = orjson.dumps([(e.id, e.probe, str(e.agent["id"]), str(e.target["id"]), e.started_at,
-                                  e.status, positions[e.id]) for e in envs]).decode()
-            result = await conn.execute(_PG_INSERT_RESULTS_AT,
-                                        {"rows": columns, "source": source, "now": now})
-            return {row[0] for row in result}
         if self.dialect == "postgresql":
             # One short statement with an array per column: a multi-row VALUES of 500 rows is a
             # 4,000-placeholder query that psycopg re-parses on every call. The envelopes go as one
@@ -556,8 +528,8 @@ class Store:
             await conn.exec_driver_sql(_SQLITE_INSERT_RESULTS, rows)
         return {r[0] for r in rows}
 
-    async def _pg_copy_results(self, conn: AsyncConnection, envs: Sequence[Envelope], now: datetime,
-                               source: str | None, positions: Mapping[str, int] | None) -> set[str]:
+    async def _pg_copy_results(self, conn: AsyncConnection, envs: Sequence[Envelope], now: datetime
+                               ) -> set[str]:
         """_insert_results for a bulk write: the ids not stored yet go in by COPY (in id order, as the
         statements insert them); if another writer stored one meanwhile, the statements decide."""
         ids = orjson.dumps([e.id for e in envs]).decode()
@@ -573,7 +545,7 @@ class Store:
         try:
             await conn.copy_in(_PG_COPY_RESULTS, data)
         except IntegrityError:
-            return await self._insert_results(conn, envs, now, source, positions)
+            return await self._insert_results(conn, envs, now)
         return {e.id for e in rows}
 
     async def _apply_rollups(self, conn: AsyncConnection, deltas: Mapping[HourKey, Delta],

@@ -112,6 +112,9 @@ probe_results = Table(
     Column("envelope", json_type(), nullable=False),
     Column("stored_at", UTCDateTime(), nullable=False),
     Index("ix_probe_results_agent_target_started", "agent_id", "target_id", "started_at"),
+    # a route's newest round of one probe (its detected line): found where the probe's rows begin,
+    # not by walking back through every round of the others (0011)
+    Index("ix_probe_results_agent_target_probe_started", "agent_id", "target_id", "probe", "started_at"),
     Index("ix_probe_results_started_at", "started_at"),
 )
 

@@ -221,6 +221,8 @@ async def _import(file: Path, db: str | None, size: int) -> list[str]:
                 writing = (asyncio.create_task(write), batch.done)
             await written()
             writing = None
+        # the reports read prefix rows: folded now, not left to a later upkeep (or a slow report)
+        folded = await store.fold_rollups()
     finally:
         if writing is not None and not writing[0].done():
             writing[0].cancel()
@@ -230,4 +232,5 @@ async def _import(file: Path, db: str | None, size: int) -> list[str]:
     extra = f", {expired} older than the retention horizon skipped" if expired else ""
     extra += f", {len(bad)} bad lines skipped" if bad else ""
     typer.echo(f"imported {accepted} results into {store.url} ({duplicates} duplicates skipped{extra})")
+    typer.echo(f"prefix rollups: {folded.rows} rows for {folded.series} series folded")
     return bad

@@ -1,6 +1,7 @@
 """Reports at fleet scale (issue #10 point 1): `report peak` and `budget` over 90 days of a fleet's rollups.
 
     python3 bench/report_scale.py [--agents 10] [--targets 100] [--days 90] [--db postgresql|sqlite|both]
+                                  [--fleet generated|imported] [--mtr-rounds N]
                                   [--repeat 3] [--timeout 600] [--scale-check [AXIS=A,B]] [--keep]
                                   [--existing URL ...]
 
@@ -29,6 +30,10 @@ Goals: < 1 s on PostgreSQL, < 3 s on SQLite, max RSS < 200 MB, `--days 7` no dea
 --scale-check times `--days 90` and `--days 7` at two fleet sizes (agents=A,B or days=A,B) and prints how
 cost grows (days=8,90: whether `--days 7` costs more because 90 days are stored).
 --existing URL times the commands on a database built before (as --keep leaves it), building nothing.
+
+Fleets as users have them: `--mtr-rounds 0` is a fleet that runs no mtr (none runs rmtr here either),
+and `--fleet imported` one that brought its history: one icmp round per agent × target × hour written as
+envelopes and loaded by `netprobe db import` (timed), no traces, every raw round kept.
 """
 
 from __future__ import annotations
@@ -736,6 +741,45 @@ def prepare(n_agents: int, n_targets: int, days: int, args: argparse.Namespace) 
     return fleet, pools
 
 
+def imported(args: argparse.Namespace) -> bool:
+    """--fleet imported: the fleet as a user who brings history has it: one icmp round per agent ×
+    target × hour, no mtr or rmtr round, written as envelopes and loaded by `netprobe db import` (timed)."""
+    import import_scale
+
+    ok = True
+    with tempfile.TemporaryDirectory(prefix="netprobe-report-scale-") as tmp_name:
+        tmp = Path(tmp_name)
+        src = tmp / "history.jsonl"
+        n = args.agents * args.targets * args.days * 24
+        t0 = time.perf_counter()
+        import_scale.write_hourly(src, argparse.Namespace(results=n, agents=args.agents, targets=args.targets,
+                                                          seed=args.seed))
+        print(f"history: {n:,} hourly icmp rounds of {args.agents} agents × {args.targets} targets × "
+              f"{args.days} days, {src.stat().st_size / 2**30:.1f} GiB of JSON Lines in "
+              f"{time.perf_counter() - t0:.0f} s", flush=True)
+        for dialect in dialects(args.db):
+            print(f"[{dialect}]", flush=True)
+            with database(dialect, args, tmp, "imported") as url:
+                run_netprobe("db", "upgrade", "--db", url)
+                run, err = time_process(["db", "import", str(src), "--db", url], tmp / "import.out",
+                                        max(args.timeout * 10, 4 * 3600.0), dialect == "postgresql")
+                if run.status != 0:
+                    raise RuntimeError(f"db import exited {run.status}:\n{err[-3000:]}")
+                pg = f", pg cpu {run.pg_cpu_s:.1f} s" if run.pg_cpu_s is not None else ""
+                print(f"  {dialect}: db import {run.wall_s:.1f} s wall ({n / run.wall_s:,.0f} results/s), "
+                      f"cpu {run.cpu_s:.1f} s{pg}, max RSS {run.rss_mb:.0f} MB", flush=True)
+                if dialect == "postgresql":     # as autovacuum would have, over 90 days
+                    import psycopg
+
+                    with psycopg.connect(_pg_dsn(url), autocommit=True) as conn:
+                        conn.execute("VACUUM ANALYZE")
+                counts = asyncio.run(table_counts(url))
+                print(f"  {dialect}: rows " + ", ".join(f"{k} {v:,}" for k, v in counts.items()), flush=True)
+                timings = time_commands(url, None, args.repeat, args.timeout, tmp)
+                ok &= verdict(dialect, timings)
+    return ok
+
+
 def bench(args: argparse.Namespace) -> bool:
     fleet, pools = prepare(args.agents, args.targets, args.days, args)
     ok = True
@@ -807,7 +851,11 @@ def main() -> int:
                     help="seconds before a command is killed and counted as too slow (default 600)")
     ap.add_argument("--pool", type=int, default=48,
                     help="distinct hours per route × probe × band drawn from (default 48)")
-    ap.add_argument("--mtr-rounds", type=int, default=3, help="mtr rounds per route through Store.write")
+    ap.add_argument("--mtr-rounds", type=int, default=3,
+                    help="mtr rounds per route through Store.write (0: a fleet that runs no mtr)")
+    ap.add_argument("--fleet", choices=("generated", "imported"), default="generated",
+                    help="generated: hourly rollups of four probes loaded directly (default); imported: "
+                    "hourly icmp rounds as envelopes through `netprobe db import`, no traces")
     ap.add_argument("--no-rebuild", dest="rebuild", action="store_false",
                     help="skip `netprobe db rebuild-rollups` even where it exists")
     ap.add_argument("--scale-check", nargs="?", const="auto", metavar="AXIS=A,B",
@@ -830,7 +878,8 @@ def main() -> int:
                                                                         for v in sizes):
             ap.error(f"--scale-check: expected agents=A,B or days=A,B, got {args.scale_check!r}")
     t0 = time.perf_counter()
-    ok = (existing(args) if args.existing else scale_check(args) if args.scale_check else bench(args))
+    ok = (existing(args) if args.existing else scale_check(args) if args.scale_check
+          else imported(args) if args.fleet == "imported" else bench(args))
     print(f"total {time.perf_counter() - t0:.0f} s")
     print("RESULT", "PASS" if ok else "FAIL")
     return 0 if ok else 1

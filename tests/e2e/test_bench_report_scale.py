@@ -106,3 +106,15 @@ def test_commands_are_timed_in_rounds_and_days_compared_round_by_round(tmp_path:
     short.runs = [rs.Run(r.wall_s * k, 0.5, 50.0, None, 0) for r, k in zip(long.runs, dearer, strict=True)]
     assert rs.paired_ratio(short, long) == pytest.approx(1.2)
     assert not rs.verdict("sqlite", timings)
+
+
+def test_imported_fleet_is_timed_after_db_import(tmp_path: Path) -> None:
+    """--fleet imported: the history written as envelopes, loaded by `db import` (which folds the
+    prefix rollups), then every command timed on it."""
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "report_scale.py"), "--fleet", "imported",
+                          "--agents", "2", "--targets", "3", "--days", "2", "--db", "sqlite", "--repeat", "1"],
+                         capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert "history: 288 hourly icmp rounds" in out.stdout, out.stdout
+    assert "sqlite: db import" in out.stdout and "probe_results 288" in out.stdout, out.stdout
+    assert "rollups_prefix 0" not in out.stdout and "report peak --days 90 --format json" in out.stdout

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from netprobe.store.reads import Conn, Row, Source, utc
@@ -178,5 +178,16 @@ async def detected_lines(store: Source, pairs: Iterable[tuple[str, str]], now: d
     return out
 
 
+async def never_folded(store: Source, now: datetime, days: float = 2.0) -> bool:
+    """True when the database holds hourly rollups older than `days` and no prefix rollup at all (upkeep,
+    `db import`, `db upgrade` and `db rebuild-rollups` fold them): a report would read every hour
+    instead, so the commands say what to run rather than being slow without a word."""
+    sql = ("SELECT EXISTS (SELECT 1 FROM rollups_prefix),"
+           " EXISTS (SELECT 1 FROM rollups_hourly WHERE hour < %(before)s)")
+    async with store.reading("reading rollups from") as conn:
+        [(folded, old)] = await conn.fetch(sql, {"before": now - timedelta(days=days)})
+    return not folded and bool(old)
+
+
 __all__ = ["AgentInfo", "DetectedLine", "TargetInfo", "TargetOptions", "detected_lines", "load_agents",
-           "load_target_options", "load_targets"]
+           "load_target_options", "load_targets", "never_folded"]

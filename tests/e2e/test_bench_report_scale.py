@@ -111,8 +111,9 @@ def test_commands_are_timed_in_rounds_and_days_compared_round_by_round(tmp_path:
 def test_imported_fleet_is_timed_after_db_import(tmp_path: Path) -> None:
     """--fleet imported: the history written as envelopes, loaded by `db import` (which folds the
     prefix rollups), then every command timed on it."""
-    out = subprocess.run([sys.executable, str(ROOT / "bench" / "report_scale.py"), "--fleet", "imported",
-                          "--agents", "2", "--targets", "3", "--days", "2", "--db", "sqlite", "--repeat", "1"],
+    args = ["--fleet", "imported", "--agents", "2", "--targets", "3", "--days", "2", "--db", "sqlite",
+            "--repeat", "1"]
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "report_scale.py"), *args],
                          capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert "Traceback" not in out.stderr, out.stderr[-3000:]
     assert "history: 288 hourly icmp rounds" in out.stdout, out.stdout

@@ -5,6 +5,8 @@ SQLAlchemy."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -81,7 +83,8 @@ async def test_rows_without_profiles_are_the_rows_with_them(tmp_path: Path, fold
     windows' hours only: every other figure is the same, to the bit, as with the profiles."""
     url = f"sqlite:///{tmp_path / 'p.db'}"
     await write_all(url, dataset(days=12, seed=11), fold=fold)
-    source = await open_source(url)
+    source = await open_reader(url)      # unfolded too: the tails' path (open_source would refuse it)
+    assert source is not None
     try:
         for kw in CASES:
             full, lean = await _report(source, **kw), await _report(source, profiles=False, **kw)
@@ -187,7 +190,7 @@ async def test_libpq_url_parameters_are_libpqs() -> None:
     """The Reader hands the URL to libpq as it is: every parameter libpq takes works, and one it
     refuses fails with libpq's own words."""
     with scratch_database() as url:
-        await write_all(url, dataset(days=2, seed=3), fold=False)
+        await write_all(url, dataset(days=2, seed=3))
         for query in ("connect_timeout=5", "connect_timeout=0", "application_name=np", "keepalives=1",
                       "options=-c%20statement_timeout%3D60000"):
             source = await open_source(f"{url}?{query}")
@@ -208,3 +211,20 @@ def test_the_read_path_does_not_import_sqlalchemy() -> None:
             "sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_report_on_a_database_never_folded_says_what_to_run(tmp_path: Path) -> None:
+    """Hourly rollups older than two days and no fold ever (a copy of the hourly table alone, say): the
+    report would read every hour, so it names the command instead, and runs once it has run."""
+    db = tmp_path / "unfolded.db"
+    url = f"sqlite:///{db}"
+    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    asyncio.run(write_all(url, dataset(now=now, days=4, seed=2), fold=False))
+    run = [sys.executable, "-m", "netprobe.cli"]
+    got = subprocess.run([*run, "report", "peak", "--db", url, "--format", "json"], capture_output=True,
+                         text=True, timeout=120)
+    assert got.returncode == 1 and f"netprobe db rebuild-rollups --db {url}" in got.stderr, got.stderr
+    subprocess.run([*run, "db", "rebuild-rollups", "--db", url], check=True, capture_output=True, timeout=120)
+    got = subprocess.run([*run, "report", "peak", "--db", url, "--format", "json"], capture_output=True,
+                         text=True, timeout=120)
+    assert got.returncode == 0 and json.loads(got.stdout)["rows"], got.stderr

@@ -17,9 +17,9 @@ if TYPE_CHECKING:
     from netprobe.net.geoip import GeoIP
     from netprobe.net.lines import LineClassifier
     from netprobe.net.resolve import Resolver
+    from netprobe.net.socket_cap import SocketCap
     from netprobe.probes.settings import ProbeSettings as ProbeSettings
     from netprobe.probes.settings import RoundSettings as RoundSettings
-    from netprobe.probes.tcp import SocketCap
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from netprobe.net.resolve import Resolver
+from netprobe.net.socket_cap import SocketCap
 from netprobe.net.targets_file import check_host_port
 from netprobe.probes.base import ProbeCli, ProbeContext, ProbeTarget
 from netprobe.probes.cli_common import (
@@ -33,7 +34,7 @@ from netprobe.probes.cli_common import (
 )
 from netprobe.probes.render import STAT_COLUMNS, ms, new_table, pct, stat_cells, status_cell
 from netprobe.probes.results import ProbeResult
-from netprobe.probes.tcp import SocketCap, TcpResult, TcpSettings
+from netprobe.probes.tcp import TcpResult, TcpSettings
 
 # descriptors kept free of TCP connects (stdio, the event loop, the resolver's threads)
 _FD_RESERVE = 128

@@ -20,9 +20,10 @@ from collections.abc import Iterator
 import pytest
 
 from netprobe.net.resolve import Resolver
+from netprobe.net.socket_cap import SocketCap
 from netprobe.probes import tcp
 from netprobe.probes.base import ProbeContext, ProbeTarget
-from netprobe.probes.tcp import SocketCap, TcpSettings, classify_errno, run
+from netprobe.probes.tcp import TcpSettings, classify_errno, run
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ from netprobe.probes.cli_common import (
     round_defaults,
     run_targets,
 )
-from netprobe.probes.icmp import IcmpResult, IcmpSettings
+from netprobe.probes.icmp import IcmpResult, IcmpSettings, run
 from netprobe.probes.render import STAT_COLUMNS, ms, new_table, pct, stat_cells, status_cell
 from netprobe.probes.results import ProbeResult
 
@@ -90,7 +90,7 @@ def command(
         # does not: its rounds report the DNS time they paid)
         names = {(t.host, t.family) for t in targets if parse_literal(t.host) is None}
         await asyncio.gather(*(ctx.resolver.resolve(host, fam) for host, fam in names))
-        return await run_targets("icmp", targets, settings, spread=settings.interval, ctx=ctx)
+        return await run_targets(run, targets, settings, spread=settings.interval, ctx=ctx)
 
     results = asyncio.run(go())
     emit(results, as_json, len(targets) > 1 or file is not None,

@@ -5,13 +5,26 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from netprobe.probes.base import AlertMetric, ProbeSpec, ReportRole
+from netprobe.probes.base import AlertMetric, ProbeCli, ProbeRuntime, ProbeSpec, ReportRole
 
 if TYPE_CHECKING:
     from netprobe.probes.mtr import MtrResult, MtrSettings
 
+
+def _runtime() -> ProbeRuntime[MtrSettings, MtrResult]:
+    from netprobe.probes.mtr import RUNTIME
+
+    return RUNTIME
+
+
+def _cli() -> ProbeCli:
+    from netprobe.probes.mtr_cli import CLI
+
+    return CLI
+
+
 SPEC: ProbeSpec[MtrSettings, MtrResult] = ProbeSpec(
-    name="mtr", runtime="netprobe.probes.mtr", cli="netprobe.probes.mtr_cli",
+    name="mtr", runtime=_runtime, cli=_cli,
     # its destination's figures stand in for icmp's where a target has no icmp
     alert_metrics=(AlertMetric("loss_pct", rank=1), AlertMetric("rtt_p95_ms", rank=1),
                    AlertMetric("jitter_ms", rank=1), AlertMetric("path_change", events=True),

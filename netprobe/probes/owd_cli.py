@@ -32,7 +32,7 @@ from netprobe.probes.cli_common import (
     round_defaults,
     run_targets,
 )
-from netprobe.probes.owd import OwdResult, OwdSettings
+from netprobe.probes.owd import OwdResult, OwdSettings, run
 from netprobe.probes.render import STAT_COLUMNS, ms, new_table, pct, stat_cells, status_cell
 from netprobe.probes.results import ProbeResult
 
@@ -84,7 +84,7 @@ def command(
 
     async def go() -> list[ProbeResult]:
         ctx = ProbeContext(resolver=Resolver(), reflector=ReflectorAuth(token, clock_sync))
-        return await run_targets("owd", targets, settings, spread=settings.interval, ctx=ctx)
+        return await run_targets(run, targets, settings, spread=settings.interval, ctx=ctx)
 
     emit(asyncio.run(go()), as_json, len(targets) > 1 or file is not None, table)
 

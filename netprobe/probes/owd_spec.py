@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from netprobe.probes.base import AlertMetric, ProbeSpec, ReportColumn, ReportRole, RollupFigure
+from netprobe.probes.base import (
+    AlertMetric,
+    ProbeCli,
+    ProbeRuntime,
+    ProbeSpec,
+    ReportColumn,
+    ReportRole,
+    RollupFigure,
+)
 
 if TYPE_CHECKING:
     from netprobe.probes.owd import OwdResult, OwdSettings
@@ -21,8 +29,21 @@ ROLLUP_FIGURES = (
     RollupFigure("ret_ms", "owd_ret_ms"),
 )
 
+
+def _runtime() -> ProbeRuntime[OwdSettings, OwdResult]:
+    from netprobe.probes.owd import RUNTIME
+
+    return RUNTIME
+
+
+def _cli() -> ProbeCli:
+    from netprobe.probes.owd_cli import CLI
+
+    return CLI
+
+
 SPEC: ProbeSpec[OwdSettings, OwdResult] = ProbeSpec(
-    name="owd", runtime="netprobe.probes.owd", cli="netprobe.probes.owd_cli",
+    name="owd", runtime=_runtime, cli=_cli,
     rollup_figures=ROLLUP_FIGURES,
     alert_metrics=(AlertMetric("fwd_loss_pct"), AlertMetric("ret_loss_pct"),
                    AlertMetric("loss_pct", rank=3), AlertMetric("rtt_p95_ms", rank=3),

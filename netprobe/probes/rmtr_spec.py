@@ -5,13 +5,26 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from netprobe.probes.base import AlertMetric, ProbeSpec, ReportRole
+from netprobe.probes.base import AlertMetric, ProbeCli, ProbeRuntime, ProbeSpec, ReportRole
 
 if TYPE_CHECKING:
     from netprobe.probes.rmtr import RmtrResult, RmtrSettings
 
+
+def _runtime() -> ProbeRuntime[RmtrSettings, RmtrResult]:
+    from netprobe.probes.rmtr import RUNTIME
+
+    return RUNTIME
+
+
+def _cli() -> ProbeCli:
+    from netprobe.probes.rmtr_cli import CLI
+
+    return CLI
+
+
 SPEC: ProbeSpec[RmtrSettings, RmtrResult] = ProbeSpec(
-    name="rmtr", runtime="netprobe.probes.rmtr", cli="netprobe.probes.rmtr_cli",
+    name="rmtr", runtime=_runtime, cli=_cli,
     report=ReportRole(), route_direction="return", mismatch_kind="return_line_mismatch",
     # a change of the way back is a change of the route too: path_change counts both directions
     alert_metrics=(AlertMetric("path_change", rank=1, events=True),

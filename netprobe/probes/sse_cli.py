@@ -18,7 +18,7 @@ from netprobe.probes.base import ProbeCli, ProbeTarget
 from netprobe.probes.cli_common import JsonOpt, build_settings, emit, run_targets
 from netprobe.probes.render import console, ms, new_table, status_cell
 from netprobe.probes.results import ProbeResult
-from netprobe.probes.sse import SseResult, SseSettings, SweepReport, check_url, concurrency_levels, sweep
+from netprobe.probes.sse import SseResult, SseSettings, SweepReport, check_url, concurrency_levels, run, sweep
 
 
 def sse_table(results: Sequence[SseResult]) -> Table:
@@ -78,7 +78,7 @@ def command(
             console().print(sse_sweep_table(report))
         raise typer.Exit(0 if all(lv.errors == 0 for lv in report.levels) else 1)
     target = ProbeTarget(id=url, host=urlsplit(url).hostname or url, url=url)
-    results = asyncio.run(run_targets("sse", [target], settings))
+    results = asyncio.run(run_targets(run, [target], settings))
     emit(results, as_json, False, table)
 
 

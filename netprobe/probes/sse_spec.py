@@ -9,6 +9,8 @@ from netprobe.probes.base import (
     AlertMetric,
     PageFigure,
     PageTable,
+    ProbeCli,
+    ProbeRuntime,
     ProbeSpec,
     ReportColumn,
     ReportRole,
@@ -29,8 +31,21 @@ ROLLUP_FIGURES = (RollupFigure("gap_p95_ms", "gap_p95_ms"),
                   RollupFigure("server_first_ln_mean", "server_first_ln"),
                   RollupFigure("server_first_ln2_mean", "server_first_ln2"))
 
+
+def _runtime() -> ProbeRuntime[SseSettings, SseResult]:
+    from netprobe.probes.sse import RUNTIME
+
+    return RUNTIME
+
+
+def _cli() -> ProbeCli:
+    from netprobe.probes.sse_cli import CLI
+
+    return CLI
+
+
 SPEC: ProbeSpec[SseSettings, SseResult] = ProbeSpec(
-    name="sse", runtime="netprobe.probes.sse", cli="netprobe.probes.sse_cli",
+    name="sse", runtime=_runtime, cli=_cli,
     rollup_figures=ROLLUP_FIGURES,
     alert_metrics=(AlertMetric("stalls_per_min"),), report=ReportRole(figures=(
         ("sse_first_event_p95_ms", "rtt_p95_ms"), ("stalls_per_min", "stalls_per_min"),

@@ -34,7 +34,7 @@ from netprobe.probes.cli_common import (
 )
 from netprobe.probes.render import STAT_COLUMNS, ms, new_table, pct, stat_cells, status_cell
 from netprobe.probes.results import ProbeResult
-from netprobe.probes.tcp import TcpResult, TcpSettings
+from netprobe.probes.tcp import TcpResult, TcpSettings, run
 
 # descriptors kept free of TCP connects (stdio, the event loop, the resolver's threads)
 _FD_RESERVE = 128
@@ -85,7 +85,7 @@ def command(
 
     async def go() -> list[ProbeResult]:
         ctx = ProbeContext(resolver=Resolver(), tcp_slots=tcp_slots())
-        return await run_targets("tcp", targets, settings, spread=settings.interval, ctx=ctx)
+        return await run_targets(run, targets, settings, spread=settings.interval, ctx=ctx)
 
     results = asyncio.run(go())
     emit(results, as_json, len(targets) > 1 or file is not None,

@@ -5,13 +5,35 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from netprobe.probes.base import AlertMetric, PageFigure, PageTable, ProbeSpec, ReportColumn, ReportRole
+from netprobe.probes.base import (
+    AlertMetric,
+    PageFigure,
+    PageTable,
+    ProbeCli,
+    ProbeRuntime,
+    ProbeSpec,
+    ReportColumn,
+    ReportRole,
+)
 
 if TYPE_CHECKING:
     from netprobe.probes.tcp import TcpResult, TcpSettings
 
+
+def _runtime() -> ProbeRuntime[TcpSettings, TcpResult]:
+    from netprobe.probes.tcp import RUNTIME
+
+    return RUNTIME
+
+
+def _cli() -> ProbeCli:
+    from netprobe.probes.tcp_cli import CLI
+
+    return CLI
+
+
 SPEC: ProbeSpec[TcpSettings, TcpResult] = ProbeSpec(
-    name="tcp", runtime="netprobe.probes.tcp", cli="netprobe.probes.tcp_cli",
+    name="tcp", runtime=_runtime, cli=_cli,
     alert_metrics=(AlertMetric("rtt_p95_ms", rank=2), AlertMetric("jitter_ms", rank=2),
                    AlertMetric("attainment_pct", rank=2, slo=True)),
     report=ReportRole(figures=(("tcp_connect_p95_ms", "rtt_p95_ms"),),

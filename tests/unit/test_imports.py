@@ -118,14 +118,18 @@ def _private_imports(modules: dict[str, Path]) -> list[str]:
 
 
 def _cli_imports(modules: dict[str, Path]) -> list[str]:
-    """Imports of a command's CLI module (`cli`, `*_cli`) by any other module."""
+    """Imports of a command's CLI module (`cli`, `*_cli`, a probe's `command`) by any other module
+    but the probe's spec, which hands its command to `netprobe probe` (ProbeSpec.cli)."""
     known = set(modules)
     out = []
     for m, path in sorted(modules.items()):
+        stem = m.removesuffix("spec")
+        own = {stem + "cli", stem + "command"} if stem != m else set()
         for imported, _ in _imports(m, path, known):
             owner = _owner(imported, known)
             last = (owner or "").rpartition(".")[2]
-            if owner is not None and owner != m and (last == "cli" or last.endswith("_cli")):
+            if owner is not None and owner != m and owner not in own and (
+                    last in ("cli", "command") or last.endswith("_cli")):
                 out.append(f"{m}: {owner}")
     return sorted(set(out))
 
@@ -155,6 +159,11 @@ def test_the_checks_see_a_cycle_and_a_private_import(tmp_path: Path) -> None:
     (root / "a" / "cli.py").write_text("from pkg.b import two_cli\n")
     (root / "b" / "two_cli.py").write_text("from pkg.b import cli_shared\n")
     (root / "b" / "cli_shared.py").write_text("")
+    (root / "c").mkdir()
+    (root / "c" / "__init__.py").write_text("")
+    (root / "c" / "spec.py").write_text("def cli() -> None:\n    from pkg.c import command\n")  # its own
+    (root / "c" / "command.py").write_text("")
+    (root / "c" / "other.py").write_text("from pkg.c import command\n")
     (root / "b" / "two.py").write_text(
         "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from pkg.a import three\n"
         "from pkg.a import one\n\n\ndef helper() -> None: ...\n\n\ndef _draw() -> None: ...\n")
@@ -165,4 +174,4 @@ def test_the_checks_see_a_cycle_and_a_private_import(tmp_path: Path) -> None:
     assert sorted(_cycles(_graph(modules))) == [["pkg.a.four", "pkg.b.five"],
                                                 ["pkg.a.one", "pkg.a.three", "pkg.b.two"]]
     assert _private_imports(modules) == ["pkg.a.one: _draw from pkg.b.two"]
-    assert _cli_imports(modules) == ["pkg.a.cli: pkg.b.two_cli"]
+    assert _cli_imports(modules) == ["pkg.a.cli: pkg.b.two_cli", "pkg.c.other: pkg.c.command"]

@@ -90,7 +90,7 @@ class _Pair:
 
 
 def _icmp(rng: random.Random, pair: _Pair, started: datetime) -> Any:
-    from netprobe.probes.icmp import IcmpResult
+    from netprobe.probes.icmp.runtime import IcmpResult
     from netprobe.stats import jitter, loss_pct, rtt_stats
 
     samples = _samples(rng, 20, pair.base, pair.loss)

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from netprobe.errors import SetupError, StorageError, UsageError
 from netprobe.net.resolve import Resolver
 from netprobe.probes.base import ProbeContext, ProbeTarget
-from netprobe.probes.icmp import IcmpResult, IcmpSettings
+from netprobe.probes.icmp.runtime import IcmpResult, IcmpSettings
 from netprobe.probes.mtr import MtrResult, MtrSettings
 from netprobe.probes.sse import SseResult, SseSettings
 from netprobe.probes.tcp import TcpResult, TcpSettings
@@ -98,7 +98,8 @@ class LiveSettings:
 
 async def live_floor(url: str, live: LiveSettings = LiveSettings()) -> NetworkFloor:
     """icmp round and mtr trace to the URL's host (concurrently); tcp connects to its port as fallback."""
-    from netprobe.probes import icmp, mtr, tcp
+    from netprobe.probes import mtr, tcp
+    from netprobe.probes.icmp import runtime as icmp
 
     host, port = url_host_port(url)
     target = ProbeTarget(id=host, host=host, port=port)

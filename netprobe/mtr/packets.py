@@ -16,7 +16,7 @@ import struct
 from dataclasses import dataclass
 from typing import Literal
 
-from netprobe.icmp.packets import fold, ones_sum
+from netprobe.probes.icmp.packets import fold, ones_sum
 
 Mode = Literal["icmp", "udp", "tcp"]
 

@@ -1,21 +1,23 @@
-"""Probe registry. Adding a probe = one module here (its ProbeSpec) + one entry below; nothing in the
-core changes: config, scheduler, store, rollups, alerts, reports and the CLI read what they need of a
-probe from its spec. The built-in probes' specs leave their runtime parts (settings, engines, packet
-code) to their runtime modules (ProbeSpec.runtime), so the registry is cheap for the reports to import."""
+"""Probe registry. Adding a probe = one package here (netprobe/probes/<name>/: its spec, runtime,
+command, engine and what its far end needs) + one line below; nothing in the core changes: config,
+scheduler, store, rollups, alerts, reports and the CLI read what they need of a probe from its spec.
+The built-in probes' specs leave their runtime parts (settings, engines, packet code) to their runtime
+modules (ProbeSpec.runtime), so the registry is cheap for the reports to import."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from netprobe.probes import icmp_spec, mtr_spec, owd_spec, rmtr_spec, sse_spec, tcp_spec
+from netprobe.probes import mtr_spec, owd_spec, rmtr_spec, sse_spec, tcp_spec
 from netprobe.probes.base import ProbeContext, ProbeSpec, ProbeTarget
+from netprobe.probes.icmp.spec import SPEC as ICMP
 from netprobe.probes.results import ProbeResult
 
 if TYPE_CHECKING:
     from netprobe.probes.settings import ProbeSettings as ProbeSettings
 
 REGISTRY: dict[str, ProbeSpec[ProbeSettings, ProbeResult]] = {spec.name: spec for spec in (
-    icmp_spec.SPEC,
+    ICMP,
     tcp_spec.SPEC,
     mtr_spec.SPEC,
     sse_spec.SPEC,

@@ -30,7 +30,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from netprobe.probes.icmp import IcmpResult
+from netprobe.probes.icmp.runtime import IcmpResult
 from netprobe.probes.mtr import MtrResult
 from netprobe.probes.results import Status, envelope
 from netprobe.stats import jitter, loss_pct, rtt_stats

@@ -11,12 +11,12 @@ from netprobe.probes.results import ProbeResult
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from netprobe.icmp.engine import IcmpEngine
     from netprobe.mtr.engine import TraceEngine
     from netprobe.net.geoip import GeoIP
     from netprobe.net.lines import LineClassifier
     from netprobe.net.resolve import Resolver
     from netprobe.net.socket_cap import SocketCap
+    from netprobe.probes.icmp.engine import IcmpEngine
     from netprobe.probes.settings import ProbeSettings as ProbeSettings
     from netprobe.probes.settings import RoundSettings as RoundSettings
 
@@ -89,7 +89,7 @@ class ProbeContext:
 
     def icmp_engine(self) -> IcmpEngine:
         if self._icmp is None:
-            from netprobe.icmp.engine import IcmpEngine
+            from netprobe.probes.icmp.engine import IcmpEngine
 
             rate = self.icmp_max_rate
             self._icmp = IcmpEngine() if rate is None else IcmpEngine(max_rate=rate)

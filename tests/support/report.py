@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from netprobe.net.lines import RouteVerdict
-from netprobe.probes.icmp import IcmpResult
+from netprobe.probes.icmp.runtime import IcmpResult
 from netprobe.probes.mtr import MtrResult
 from netprobe.probes.results import envelope
 from netprobe.probes.sse import SseResult

@@ -15,7 +15,7 @@ import pytest
 from netprobe.errors import UsageError
 from netprobe.net.targets_file import check_host, check_host_port, read_targets
 from netprobe.probes.cli_common import build_settings, check_family, collect
-from netprobe.probes.icmp import IcmpSettings
+from netprobe.probes.icmp.runtime import IcmpSettings
 from netprobe.probes.tcp import TcpSettings
 
 

@@ -32,7 +32,7 @@ from netprobe.probes.cli_common import (
     round_defaults,
     run_targets,
 )
-from netprobe.probes.icmp import IcmpResult, IcmpSettings, run
+from netprobe.probes.icmp.runtime import IcmpResult, IcmpSettings, run
 from netprobe.probes.render import STAT_COLUMNS, ms, new_table, pct, stat_cells, status_cell
 from netprobe.probes.results import ProbeResult
 

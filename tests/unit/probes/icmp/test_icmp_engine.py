@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from netprobe.icmp import packets
-from netprobe.icmp.engine import IcmpEngine
+from netprobe.probes.icmp import packets
+from netprobe.probes.icmp.engine import IcmpEngine
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="raw ICMP sockets need root")
 

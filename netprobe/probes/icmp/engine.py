@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from netprobe.errors import SetupError
-from netprobe.icmp import packets
 from netprobe.net import rxstamp
 from netprobe.net.pacing import DEFAULT_MAX_RATE, RateCap
+from netprobe.probes.icmp import packets
 
-log = logging.getLogger("netprobe.icmp")
+log = logging.getLogger("netprobe.probes.icmp")
 
 SO_RCVBUFFORCE = 33
 _ANC_SIZE = rxstamp.ANC_SPACE

@@ -1,4 +1,4 @@
-"""icmp's registry entry: what the reports, alerts and config read without its runtime (netprobe.probes.icmp:
+"""icmp's registry entry: what the reports, alerts and config read without its runtime (runtime.py:
 settings, engine, result type)."""
 
 from __future__ import annotations
@@ -8,17 +8,17 @@ from typing import TYPE_CHECKING
 from netprobe.probes.base import AlertMetric, ProbeCli, ProbeRuntime, ProbeSpec, ReportRole
 
 if TYPE_CHECKING:
-    from netprobe.probes.icmp import IcmpResult, IcmpSettings
+    from netprobe.probes.icmp.runtime import IcmpResult, IcmpSettings
 
 
 def _runtime() -> ProbeRuntime[IcmpSettings, IcmpResult]:
-    from netprobe.probes.icmp import RUNTIME
+    from netprobe.probes.icmp.runtime import RUNTIME
 
     return RUNTIME
 
 
 def _cli() -> ProbeCli:
-    from netprobe.probes.icmp_cli import CLI
+    from netprobe.probes.icmp.command import CLI
 
     return CLI
 

@@ -102,7 +102,7 @@ def _icmp(rng: random.Random, pair: _Pair, started: datetime) -> Any:
 
 
 def _tcp(rng: random.Random, pair: _Pair, started: datetime) -> Any:
-    from netprobe.probes.tcp import TcpResult
+    from netprobe.probes.tcp.runtime import TcpResult
     from netprobe.stats import jitter, loss_pct, rtt_stats
 
     samples = _samples(rng, 5, pair.base, pair.loss / 2)

@@ -21,7 +21,7 @@ from netprobe.probes.base import ProbeContext, ProbeTarget
 from netprobe.probes.icmp.runtime import IcmpResult, IcmpSettings
 from netprobe.probes.mtr import MtrResult, MtrSettings
 from netprobe.probes.sse import SseResult, SseSettings
-from netprobe.probes.tcp import TcpResult, TcpSettings
+from netprobe.probes.tcp.runtime import TcpResult, TcpSettings
 
 if TYPE_CHECKING:
     from netprobe.probes.sse import LoadLevel
@@ -98,8 +98,9 @@ class LiveSettings:
 
 async def live_floor(url: str, live: LiveSettings = LiveSettings()) -> NetworkFloor:
     """icmp round and mtr trace to the URL's host (concurrently); tcp connects to its port as fallback."""
-    from netprobe.probes import mtr, tcp
+    from netprobe.probes import mtr
     from netprobe.probes.icmp import runtime as icmp
+    from netprobe.probes.tcp import runtime as tcp
 
     host, port = url_host_port(url)
     target = ProbeTarget(id=host, host=host, port=port)

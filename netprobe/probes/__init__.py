@@ -8,17 +8,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from netprobe.probes import mtr_spec, owd_spec, rmtr_spec, sse_spec, tcp_spec
+from netprobe.probes import mtr_spec, owd_spec, rmtr_spec, sse_spec
 from netprobe.probes.base import ProbeContext, ProbeSpec, ProbeTarget
 from netprobe.probes.icmp.spec import SPEC as ICMP
 from netprobe.probes.results import ProbeResult
+from netprobe.probes.tcp.spec import SPEC as TCP
 
 if TYPE_CHECKING:
     from netprobe.probes.settings import ProbeSettings as ProbeSettings
 
 REGISTRY: dict[str, ProbeSpec[ProbeSettings, ProbeResult]] = {spec.name: spec for spec in (
     ICMP,
-    tcp_spec.SPEC,
+    TCP,
     mtr_spec.SPEC,
     sse_spec.SPEC,
     owd_spec.SPEC,

@@ -23,8 +23,8 @@ from dataclasses import asdict
 from typing import Any
 
 from netprobe.mtr.engine import TraceEngine
-from netprobe.probes import tcp
 from netprobe.probes.icmp.engine import QUANTUM_NS, IcmpEngine
+from netprobe.probes.tcp import runtime as tcp
 
 
 class _StallOnEmpty:

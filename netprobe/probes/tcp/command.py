@@ -34,7 +34,7 @@ from netprobe.probes.cli_common import (
 )
 from netprobe.probes.render import STAT_COLUMNS, ms, new_table, pct, stat_cells, status_cell
 from netprobe.probes.results import ProbeResult
-from netprobe.probes.tcp import TcpResult, TcpSettings, run
+from netprobe.probes.tcp.runtime import TcpResult, TcpSettings, run
 
 # descriptors kept free of TCP connects (stdio, the event loop, the resolver's threads)
 _FD_RESERVE = 128

@@ -21,9 +21,9 @@ import pytest
 
 from netprobe.net.resolve import Resolver
 from netprobe.net.socket_cap import SocketCap
-from netprobe.probes import tcp
 from netprobe.probes.base import ProbeContext, ProbeTarget
-from netprobe.probes.tcp import TcpSettings, classify_errno, run
+from netprobe.probes.tcp import runtime as tcp
+from netprobe.probes.tcp.runtime import TcpSettings, classify_errno, run
 
 
 @pytest.fixture
@@ -200,7 +200,7 @@ def test_unreachable_for_real_in_an_empty_namespace() -> None:
     """No route at all (fresh namespace, loopback down): connect fails with ENETUNREACH locally."""
     code = ("import asyncio\n"
             "from netprobe.probes.base import ProbeContext, ProbeTarget\n"
-            "from netprobe.probes.tcp import TcpSettings, run\n"
+            "from netprobe.probes.tcp.runtime import TcpSettings, run\n"
             "from netprobe.net.resolve import Resolver\n"
             "r = asyncio.run(run(ProbeTarget(id='t', host='198.18.0.1', port=443),\n"
             "    TcpSettings(count=2, interval=0.05, timeout=1), ProbeContext(resolver=Resolver())))\n"

@@ -1,5 +1,5 @@
 """tcp's registry entry: what the reports, alerts and config read without its runtime
-(netprobe.probes.tcp)."""
+(runtime.py)."""
 
 from __future__ import annotations
 
@@ -17,17 +17,17 @@ from netprobe.probes.base import (
 )
 
 if TYPE_CHECKING:
-    from netprobe.probes.tcp import TcpResult, TcpSettings
+    from netprobe.probes.tcp.runtime import TcpResult, TcpSettings
 
 
 def _runtime() -> ProbeRuntime[TcpSettings, TcpResult]:
-    from netprobe.probes.tcp import RUNTIME
+    from netprobe.probes.tcp.runtime import RUNTIME
 
     return RUNTIME
 
 
 def _cli() -> ProbeCli:
-    from netprobe.probes.tcp_cli import CLI
+    from netprobe.probes.tcp.command import CLI
 
     return CLI
 

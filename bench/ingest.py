@@ -115,8 +115,8 @@ def _tcp(rng: random.Random, pair: _Pair, started: datetime) -> Any:
 
 
 def _mtr(rng: random.Random, pair: _Pair, started: datetime, classifier: Any) -> Any:
-    from netprobe.mtr.hops import Hop, flag_rate_limited, label_path
-    from netprobe.probes.mtr import MtrResult
+    from netprobe.probes.mtr.hops import Hop, flag_rate_limited, label_path
+    from netprobe.probes.mtr.runtime import MtrResult
     from netprobe.stats import jitter, rtt_stats
 
     addresses = pair.paths[1 if rng.random() < FLIP else 0]

@@ -19,7 +19,7 @@ from netprobe.errors import SetupError, StorageError, UsageError
 from netprobe.net.resolve import Resolver
 from netprobe.probes.base import ProbeContext, ProbeTarget
 from netprobe.probes.icmp.runtime import IcmpResult, IcmpSettings
-from netprobe.probes.mtr import MtrResult, MtrSettings
+from netprobe.probes.mtr.runtime import MtrResult, MtrSettings
 from netprobe.probes.sse import SseResult, SseSettings
 from netprobe.probes.tcp.runtime import TcpResult, TcpSettings
 
@@ -98,8 +98,8 @@ class LiveSettings:
 
 async def live_floor(url: str, live: LiveSettings = LiveSettings()) -> NetworkFloor:
     """icmp round and mtr trace to the URL's host (concurrently); tcp connects to its port as fallback."""
-    from netprobe.probes import mtr
     from netprobe.probes.icmp import runtime as icmp
+    from netprobe.probes.mtr import runtime as mtr
     from netprobe.probes.tcp import runtime as tcp
 
     host, port = url_host_port(url)

@@ -101,7 +101,7 @@ def requester(request: web.Request) -> tuple[str, int] | None:
 async def handle_trace(request: web.Request) -> web.Response:
     from netprobe.net.resolve import Resolver
     from netprobe.probes.base import ProbeContext, ProbeTarget
-    from netprobe.probes.mtr import MtrSettings, trace
+    from netprobe.probes.mtr.runtime import MtrSettings, trace
 
     svc = request.app[TRACE]
     agent = svc.agent_of(request)

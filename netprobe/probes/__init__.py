@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from netprobe.probes import mtr_spec, owd_spec, rmtr_spec, sse_spec
+from netprobe.probes import owd_spec, rmtr_spec, sse_spec
 from netprobe.probes.base import ProbeContext, ProbeSpec, ProbeTarget
 from netprobe.probes.icmp.spec import SPEC as ICMP
+from netprobe.probes.mtr.spec import SPEC as MTR
 from netprobe.probes.results import ProbeResult
 from netprobe.probes.tcp.spec import SPEC as TCP
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 REGISTRY: dict[str, ProbeSpec[ProbeSettings, ProbeResult]] = {spec.name: spec for spec in (
     ICMP,
     TCP,
-    mtr_spec.SPEC,
+    MTR,
     sse_spec.SPEC,
     owd_spec.SPEC,
     rmtr_spec.SPEC,

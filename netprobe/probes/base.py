@@ -11,12 +11,12 @@ from netprobe.probes.results import ProbeResult
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from netprobe.mtr.engine import TraceEngine
     from netprobe.net.geoip import GeoIP
     from netprobe.net.lines import LineClassifier
     from netprobe.net.resolve import Resolver
     from netprobe.net.socket_cap import SocketCap
     from netprobe.probes.icmp.engine import IcmpEngine
+    from netprobe.probes.mtr.engine import TraceEngine
     from netprobe.probes.settings import ProbeSettings as ProbeSettings
     from netprobe.probes.settings import RoundSettings as RoundSettings
 
@@ -75,7 +75,7 @@ class ProbeContext:
 
     def trace_engine(self) -> TraceEngine:
         if self._trace is None:
-            from netprobe.mtr.engine import TraceEngine
+            from netprobe.probes.mtr.engine import TraceEngine
 
             self._trace = TraceEngine()
         return self._trace

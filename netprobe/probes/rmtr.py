@@ -2,7 +2,8 @@
 POST /api/v1/trace) to trace back toward the address the request came from — this agent as the
 datacenter sees it, NAT included, where return traffic goes — and classifies the hops it gets back
 here, with this agent's own GeoIP databases and line rules, exactly as the mtr probe does (its code:
-netprobe.probes.mtr.path_result). Stored as its own probe; its route events are the return direction's.
+netprobe.probes.mtr.runtime.path_result). Stored as its own probe; its route events are the return
+direction's.
 
 The reflector's answer comes over the wire: it is validated strictly (mtr's JSON layout, every hop
 address an IP address, TTLs in order, no more samples than cycles asked) and only the observations
@@ -26,10 +27,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from netprobe.config.durations import Duration
-from netprobe.mtr.hops import Hop, Path, flag_rate_limited
 from netprobe.probes import reflector
 from netprobe.probes.base import ProbeContext, ProbeRuntime, ProbeTarget
-from netprobe.probes.mtr import MtrResult, path_result, route_seen
+from netprobe.probes.mtr.hops import Hop, Path, flag_rate_limited
+from netprobe.probes.mtr.runtime import MtrResult, path_result, route_seen
 from netprobe.probes.settings import ProbeSettings
 from netprobe.times import utc_now
 

@@ -18,7 +18,7 @@ from netprobe.net.resolve import Resolver
 from netprobe.probes import reflector
 from netprobe.probes.base import ProbeCli, ProbeContext, ProbeTarget, ReflectorAuth
 from netprobe.probes.cli_common import IntervalOpt, JsonOpt, V4Opt, V6Opt, address_family, build_settings
-from netprobe.probes.cli_hops import AsnDbOpt, CityDbOpt, mtr_table, open_geoip
+from netprobe.probes.mtr.hop_table import AsnDbOpt, CityDbOpt, mtr_table, open_geoip
 from netprobe.probes.render import console
 from netprobe.probes.rmtr import RmtrResult, RmtrSettings, run
 

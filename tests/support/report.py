@@ -16,7 +16,7 @@ import pytest
 
 from netprobe.net.lines import RouteVerdict
 from netprobe.probes.icmp.runtime import IcmpResult
-from netprobe.probes.mtr import MtrResult
+from netprobe.probes.mtr.runtime import MtrResult
 from netprobe.probes.results import envelope
 from netprobe.probes.sse import SseResult
 from netprobe.probes.tcp.runtime import TcpResult

@@ -22,8 +22,8 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from netprobe.mtr.engine import TraceEngine
 from netprobe.probes.icmp.engine import QUANTUM_NS, IcmpEngine
+from netprobe.probes.mtr.engine import TraceEngine
 from netprobe.probes.tcp import runtime as tcp
 
 

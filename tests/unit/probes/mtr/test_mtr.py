@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from netprobe.mtr import packets
-from netprobe.mtr.engine import ProbeRecord
-from netprobe.mtr.hops import build_path, flag_rate_limited
-from netprobe.probes.mtr import MtrSettings
+from netprobe.probes.mtr import packets
+from netprobe.probes.mtr.engine import ProbeRecord
+from netprobe.probes.mtr.hops import build_path, flag_rate_limited
+from netprobe.probes.mtr.runtime import MtrSettings
 
 SRC, DST = socket.inet_aton("198.18.0.1"), socket.inet_aton("198.19.0.1")
 SRC6 = socket.inet_pton(socket.AF_INET6, "2001:2::1")
@@ -136,7 +136,7 @@ def test_json_keeps_mtr_types_for_every_kind_of_hop() -> None:
     (a silent hop's figures are 0.0, not null or 0, as mtr writes them)."""
     from datetime import UTC, datetime
 
-    from netprobe.probes.mtr import MtrResult
+    from netprobe.probes.mtr.runtime import MtrResult
 
     records = [rec(0, 1, 1.0, "r1"), rec(1, 1, 2.0, "r1"), rec(0, 2, None), rec(1, 2, None),
                rec(0, 3, 5.0, "r3"), rec(1, 3, None), rec(0, 4, 7.0, "dst", "reached"),

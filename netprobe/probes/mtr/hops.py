@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from netprobe.mtr.engine import ProbeRecord
+from netprobe.probes.mtr.engine import ProbeRecord
 from netprobe.stats import jitter, loss_pct
 
 if TYPE_CHECKING:

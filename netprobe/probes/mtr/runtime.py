@@ -11,11 +11,11 @@ from typing import Any, Literal, TypedDict, TypeVar
 from pydantic import Field, model_validator
 
 from netprobe.config.durations import Duration
-from netprobe.mtr.engine import ProbeRecord
-from netprobe.mtr.hops import Hop, Path, build_path, label_path
-from netprobe.mtr.packets import PAYLOAD
 from netprobe.net.lines import RouteVerdict
 from netprobe.probes.base import ProbeContext, ProbeRuntime, ProbeTarget, RouteSeen
+from netprobe.probes.mtr.engine import ProbeRecord
+from netprobe.probes.mtr.hops import Hop, Path, build_path, label_path
+from netprobe.probes.mtr.packets import PAYLOAD
 from netprobe.probes.results import ProbeResult
 from netprobe.probes.settings import ProbeSettings
 from netprobe.stats import RttStats, jitter, rtt_stats
@@ -60,7 +60,7 @@ class MtrHeaderJson(TypedDict):
     bitpattern: str
 
 
-# One hop as mtr's JSON report writes it (netprobe.mtr.hops.Hop.to_dict), keys as mtr spells them.
+# One hop as mtr's JSON report writes it (netprobe.probes.mtr.hops.Hop.to_dict), keys as mtr spells them.
 HubJson = TypedDict("HubJson", {
     "count": int, "host": str, "Loss%": float, "Snt": int, "Last": float, "Avg": float, "Best": float,
     "Wrst": float, "StDev": float, "Javg": float, "ASN": str, "org": str | None, "country": str | None,

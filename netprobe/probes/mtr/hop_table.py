@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from netprobe.probes.mtr import MtrResult
+from netprobe.probes.mtr.runtime import MtrResult
 from netprobe.probes.render import ms, pct
 
 if TYPE_CHECKING:

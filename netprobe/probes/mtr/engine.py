@@ -22,9 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from netprobe.errors import SetupError
-from netprobe.mtr import packets
-from netprobe.mtr.packets import Mode, Reply
 from netprobe.net import rxstamp
+from netprobe.probes.mtr import packets
+from netprobe.probes.mtr.packets import Mode, Reply
 
 IPV6_CHECKSUM = 7
 ProbeKey = tuple[str, int, int]

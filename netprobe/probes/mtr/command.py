@@ -23,8 +23,8 @@ from netprobe.probes.cli_common import (
     build_settings,
     check_family,
 )
-from netprobe.probes.cli_hops import AsnDbOpt, CityDbOpt, mtr_table, open_geoip
-from netprobe.probes.mtr import MtrResult, MtrSettings, trace
+from netprobe.probes.mtr.hop_table import AsnDbOpt, CityDbOpt, mtr_table, open_geoip
+from netprobe.probes.mtr.runtime import MtrResult, MtrSettings, trace
 from netprobe.probes.render import console
 
 

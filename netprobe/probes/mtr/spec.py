@@ -1,4 +1,4 @@
-"""mtr's registry entry: what the reports, alerts and config read without its runtime (netprobe.probes.mtr:
+"""mtr's registry entry: what the reports, alerts and config read without its runtime (runtime.py:
 settings, trace engine, line classifier, result type, route verdicts)."""
 
 from __future__ import annotations
@@ -8,17 +8,17 @@ from typing import TYPE_CHECKING
 from netprobe.probes.base import AlertMetric, ProbeCli, ProbeRuntime, ProbeSpec, ReportRole
 
 if TYPE_CHECKING:
-    from netprobe.probes.mtr import MtrResult, MtrSettings
+    from netprobe.probes.mtr.runtime import MtrResult, MtrSettings
 
 
 def _runtime() -> ProbeRuntime[MtrSettings, MtrResult]:
-    from netprobe.probes.mtr import RUNTIME
+    from netprobe.probes.mtr.runtime import RUNTIME
 
     return RUNTIME
 
 
 def _cli() -> ProbeCli:
-    from netprobe.probes.mtr_cli import CLI
+    from netprobe.probes.mtr.command import CLI
 
     return CLI
 

@@ -20,11 +20,11 @@ from netprobe.net.resolve import Resolver
 from netprobe.probes.base import ProbeContext, ProbeTarget
 from netprobe.probes.icmp.runtime import IcmpResult, IcmpSettings
 from netprobe.probes.mtr.runtime import MtrResult, MtrSettings
-from netprobe.probes.sse import SseResult, SseSettings
+from netprobe.probes.sse.runtime import SseResult, SseSettings
 from netprobe.probes.tcp.runtime import TcpResult, TcpSettings
 
 if TYPE_CHECKING:
-    from netprobe.probes.sse import LoadLevel
+    from netprobe.probes.sse.runtime import LoadLevel
     from netprobe.store.prefix import Sums
     from netprobe.store.store import Store
 
@@ -289,7 +289,7 @@ class SingleRequest:
 
 
 async def single_request(url: str, settings: SseSettings) -> SingleRequest:
-    from netprobe.probes import sse
+    from netprobe.probes.sse import runtime as sse
 
     host, _ = url_host_port(url)
     ctx = ProbeContext(resolver=Resolver())
@@ -327,7 +327,7 @@ class Sweep:
 
 
 async def concurrency_sweep(url: str, settings: SseSettings, levels: list[int]) -> Sweep:
-    from netprobe.probes.sse import sweep
+    from netprobe.probes.sse.runtime import sweep
 
     report = await sweep(url, settings, levels)
     return Sweep(levels=tuple(SweepLevel.of(lv) for lv in report.levels))

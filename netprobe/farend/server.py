@@ -13,13 +13,13 @@ from aiohttp import web
 
 from netprobe.errors import UsageError
 from netprobe.farend import tokens as token_file
-from netprobe.farend.chat import handle_chat
-from netprobe.farend.model import Server, ServerModel
-from netprobe.farend.params import Limits
-from netprobe.farend.sse import handle_sse
-from netprobe.farend.stream import CONFIG, TargetConfig
 from netprobe.lifecycle import Signals
 from netprobe.logs import log_event
+from netprobe.probes.sse.chat import handle_chat
+from netprobe.probes.sse.emitter import handle_sse
+from netprobe.probes.sse.model import Server, ServerModel
+from netprobe.probes.sse.params import Limits
+from netprobe.probes.sse.stream import CONFIG, TargetConfig
 
 if TYPE_CHECKING:
     from netprobe.farend.owd import ReflectorSocket

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from netprobe.probes import owd_spec, rmtr_spec, sse_spec
+from netprobe.probes import owd_spec, rmtr_spec
 from netprobe.probes.base import ProbeContext, ProbeSpec, ProbeTarget
 from netprobe.probes.icmp.spec import SPEC as ICMP
 from netprobe.probes.mtr.spec import SPEC as MTR
 from netprobe.probes.results import ProbeResult
+from netprobe.probes.sse.spec import SPEC as SSE
 from netprobe.probes.tcp.spec import SPEC as TCP
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ REGISTRY: dict[str, ProbeSpec[ProbeSettings, ProbeResult]] = {spec.name: spec fo
     ICMP,
     TCP,
     MTR,
-    sse_spec.SPEC,
+    SSE,
     owd_spec.SPEC,
     rmtr_spec.SPEC,
 )}

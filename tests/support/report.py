@@ -18,7 +18,7 @@ from netprobe.net.lines import RouteVerdict
 from netprobe.probes.icmp.runtime import IcmpResult
 from netprobe.probes.mtr.runtime import MtrResult
 from netprobe.probes.results import envelope
-from netprobe.probes.sse import SseResult
+from netprobe.probes.sse.runtime import SseResult
 from netprobe.probes.tcp.runtime import TcpResult
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import open_store

@@ -28,15 +28,15 @@ from netprobe.probes.base import (
 )
 from netprobe.probes.results import ProbeResult, count_problems
 from netprobe.probes.settings import ProbeSettings
-from netprobe.sse import metrics
-from netprobe.sse.parser import SseComment, SseEvent
+from netprobe.probes.sse import metrics
+from netprobe.probes.sse.parser import SseComment, SseEvent
 from netprobe.stats import percentile
 from netprobe.times import utc_now
 
 if TYPE_CHECKING:
     # the client only when a stream is read: the registry, and with it the store, the report and the
     # collector, load this module to know the probe, not to run it.
-    from netprobe.sse.client import Capture, Limits
+    from netprobe.probes.sse.client import Capture, Limits
 
 
 def _as_tuple(value: object) -> object:
@@ -74,7 +74,7 @@ class SseSettings(ProbeSettings):
         return self.timeout
 
     def limits(self) -> Limits:
-        from netprobe.sse.client import Limits
+        from netprobe.probes.sse.client import Limits
 
         return Limits(total_s=self.timeout, connect_s=self.connect_timeout, idle_s=self.idle_timeout,
                       max_event_bytes=self.max_event_bytes, max_total_bytes=self.max_total_bytes)
@@ -223,7 +223,7 @@ async def run(target: ProbeTarget, settings: SseSettings, ctx: ProbeContext) -> 
 async def read_stream(target: ProbeTarget, settings: SseSettings, key: str | None = None) -> SseResult:
     """One exchange on a fresh connection; every failure of the network or the server is a classified
     result."""
-    from netprobe.sse.client import stream
+    from netprobe.probes.sse.client import stream
 
     url = target.url or target.host
     started = utc_now()

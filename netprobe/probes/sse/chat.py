@@ -18,9 +18,9 @@ from typing import Any
 
 from aiohttp import web
 
-from netprobe.farend.model import Server
-from netprobe.farend.params import Limits, ParamError, int_param
-from netprobe.farend.stream import CONFIG, send, sleep_until, start_stream, wait_with_comments
+from netprobe.probes.sse.model import Server
+from netprobe.probes.sse.params import Limits, ParamError, int_param
+from netprobe.probes.sse.stream import CONFIG, send, sleep_until, start_stream, wait_with_comments
 
 DEFAULT_MODEL = "netprobe-target"
 _EXTRAS = ("think_ms", "ping_ms", "interval_ms", "reasoning_tokens")
@@ -44,7 +44,7 @@ class ChatParams:
     include_usage: bool
     max_tokens: int
     reasoning_tokens: int
-    think_ms: int | None        # None: the server's own prefill (netprobe.farend.model)
+    think_ms: int | None        # None: the server's own prefill (netprobe.probes.sse.model)
     ping_ms: int
     interval_ms: int
     prompt_tokens: int

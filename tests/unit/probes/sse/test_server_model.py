@@ -16,8 +16,8 @@ import openai
 import pytest
 
 from netprobe.errors import UsageError
-from netprobe.farend.model import Server, ServerModel, parse_prefill
 from netprobe.farend.server import make_app, start
+from netprobe.probes.sse.model import Server, ServerModel, parse_prefill
 from netprobe.stats import LogNormal, percentile
 
 

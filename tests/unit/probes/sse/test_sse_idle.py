@@ -6,8 +6,8 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
-from netprobe.sse.client import Capture, Limits, read_events
-from netprobe.sse.parser import SseEvent, SseParser
+from netprobe.probes.sse.client import Capture, Limits, read_events
+from netprobe.probes.sse.parser import SseEvent, SseParser
 
 
 def _chunks(gaps: list[float], end: bool) -> tuple[list[float], Callable[[], Awaitable[bytes]]]:

@@ -1,4 +1,4 @@
-"""sse's registry entry: what the reports, alerts and config read without its runtime (netprobe.probes.sse:
+"""sse's registry entry: what the reports, alerts and config read without its runtime (runtime.py:
 settings, stream reader, result type, rollup extras)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from netprobe.probes.base import (
 )
 
 if TYPE_CHECKING:
-    from netprobe.probes.sse import SseResult, SseSettings
+    from netprobe.probes.sse.runtime import SseResult, SseSettings
 
 # means over streams of each stream's gap p95 / delay-variation p95; stalls per minute of streamed time
 # (each stream's stalls over its duration, summed); openai mode: the server's share of the first token
@@ -33,13 +33,13 @@ ROLLUP_FIGURES = (RollupFigure("gap_p95_ms", "gap_p95_ms"),
 
 
 def _runtime() -> ProbeRuntime[SseSettings, SseResult]:
-    from netprobe.probes.sse import RUNTIME
+    from netprobe.probes.sse.runtime import RUNTIME
 
     return RUNTIME
 
 
 def _cli() -> ProbeCli:
-    from netprobe.probes.sse_cli import CLI
+    from netprobe.probes.sse.command import CLI
 
     return CLI
 

@@ -3,7 +3,7 @@ read, and hard caps so a hostile or broken server ends in a classified error, ne
 
 netprobe.net.http1 does the HTTP (a fresh connection per request, as a new user's browser makes) and
 times DNS, connect (with TLS), request written and response headers. The event-stream parsing is ours
-(netprobe.sse.parser): the client libraries either break the WHATWG rules or reconnect on their own,
+(netprobe.probes.sse.parser): the client libraries either break the WHATWG rules or reconnect on their own,
 which would re-send a POST.
 """
 
@@ -18,8 +18,8 @@ from typing import Any
 
 from netprobe import __version__
 from netprobe.net import http1
-from netprobe.sse.kstamps import KernelStamps
-from netprobe.sse.parser import SseComment, SseEvent, SseParser, SseTooLarge
+from netprobe.probes.sse.kstamps import KernelStamps
+from netprobe.probes.sse.parser import SseComment, SseEvent, SseParser, SseTooLarge
 
 
 @dataclass(frozen=True, slots=True)

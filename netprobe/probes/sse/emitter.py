@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from netprobe.farend.params import Limits, ParamError, int_param
-from netprobe.farend.stream import CONFIG, send, sleep_until, start_stream, wait_with_comments
+from netprobe.probes.sse.params import Limits, ParamError, int_param
+from netprobe.probes.sse.stream import CONFIG, send, sleep_until, start_stream, wait_with_comments
 
 
 @dataclass(frozen=True)

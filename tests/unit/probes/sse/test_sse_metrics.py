@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from netprobe.sse.metrics import delay_variation, gap_summary, gaps, stalls, tpot
+from netprobe.probes.sse.metrics import delay_variation, gap_summary, gaps, stalls, tpot
 
 
 def test_gaps_between_consecutive_events() -> None:

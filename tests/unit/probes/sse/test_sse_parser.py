@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from netprobe.errors import NetprobeError
-from netprobe.sse.parser import SseComment, SseEvent, SseParser, SseTooLarge
+from netprobe.probes.sse.parser import SseComment, SseEvent, SseParser, SseTooLarge
 
 Item = SseEvent | SseComment
 

@@ -18,7 +18,15 @@ from netprobe.probes.base import ProbeCli, ProbeTarget
 from netprobe.probes.cli_common import JsonOpt, build_settings, emit, run_targets
 from netprobe.probes.render import console, ms, new_table, status_cell
 from netprobe.probes.results import ProbeResult
-from netprobe.probes.sse import SseResult, SseSettings, SweepReport, check_url, concurrency_levels, run, sweep
+from netprobe.probes.sse.runtime import (
+    SseResult,
+    SseSettings,
+    SweepReport,
+    check_url,
+    concurrency_levels,
+    run,
+    sweep,
+)
 
 
 def sse_table(results: Sequence[SseResult]) -> Table:

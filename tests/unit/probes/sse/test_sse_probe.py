@@ -21,9 +21,9 @@ from aiohttp import web
 
 from netprobe.net.resolve import Resolver
 from netprobe.probes.base import ProbeContext, ProbeTarget
-from netprobe.probes.sse import SseResult, SseSettings
-from netprobe.probes.sse import run as sse_run
-from netprobe.sse.parser import SseEvent
+from netprobe.probes.sse.parser import SseEvent
+from netprobe.probes.sse.runtime import SseResult, SseSettings
+from netprobe.probes.sse.runtime import run as sse_run
 from tests.support.farend import target_served
 
 Handler = Callable[[web.Request], Any]
@@ -212,7 +212,7 @@ def test_huge_event_memory_is_bounded() -> None:
     code = (
         "import asyncio, resource\n"
         "from aiohttp import web\n"
-        "import tests.unit.sse.test_sse_probe as t\n"
+        "import tests.unit.probes.sse.test_sse_probe as t\n"
         "async def main():\n"
         "    app = web.Application(); app.router.add_get('/huge', t.huge)\n"
         "    runner = web.AppRunner(app); await runner.setup()\n"
@@ -325,7 +325,7 @@ async def test_events_carry_kernel_arrival_times_not_the_loops(target_url: str) 
     """`netprobe target` (another process) sends every 100 ms; the reader's loop is blocked from 70 to
     150 ms after the first event, so the second is read 50 ms late — yet keeps the time it arrived
     (the kernel's stamp), not the time the loop got round to reading it."""
-    from netprobe.sse.client import Limits, stream
+    from netprobe.probes.sse.client import Limits, stream
 
     seen: list[SseEvent] = []
 
@@ -360,7 +360,7 @@ async def test_against_netprobe_target_both_modes(target_url: str) -> None:
 
 
 def test_kernel_stamps_fall_back_when_the_transport_is_not_asyncios() -> None:
-    from netprobe.sse.kstamps import KernelStamps
+    from netprobe.probes.sse.kstamps import KernelStamps
 
     assert KernelStamps.attach(object(), 0) is None
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from netprobe.farend.model import Server
-from netprobe.farend.params import Limits
+from netprobe.probes.sse.model import Server
+from netprobe.probes.sse.params import Limits
 
 # Content-Type with the charset spelled out; no-cache so no proxy stores a stream; X-Accel-Buffering
 # tells nginx (and proxies that copy it) to pass each event on at once instead of buffering.

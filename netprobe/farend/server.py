@@ -22,8 +22,8 @@ from netprobe.probes.sse.params import Limits
 from netprobe.probes.sse.stream import CONFIG, TargetConfig
 
 if TYPE_CHECKING:
-    from netprobe.farend.owd import ReflectorSocket
     from netprobe.farend.trace import TraceService
+    from netprobe.probes.owd.udp_reflector import ReflectorSocket
 
 __all__ = ["Limits", "make_app", "serve", "start"]
 
@@ -47,7 +47,7 @@ class _Reflector:
         self.owd: ReflectorSocket | None = None
 
     def listen_udp(self, udp: tuple[str, int]) -> None:
-        from netprobe.farend.owd import Reflector, ReflectorSocket, bind
+        from netprobe.probes.owd.udp_reflector import Reflector, ReflectorSocket, bind
 
         try:
             sock = bind(*udp)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from netprobe.probes import owd_spec, rmtr_spec
+from netprobe.probes import rmtr_spec
 from netprobe.probes.base import ProbeContext, ProbeSpec, ProbeTarget
 from netprobe.probes.icmp.spec import SPEC as ICMP
 from netprobe.probes.mtr.spec import SPEC as MTR
+from netprobe.probes.owd.spec import SPEC as OWD
 from netprobe.probes.results import ProbeResult
 from netprobe.probes.sse.spec import SPEC as SSE
 from netprobe.probes.tcp.spec import SPEC as TCP
@@ -24,7 +25,7 @@ REGISTRY: dict[str, ProbeSpec[ProbeSettings, ProbeResult]] = {spec.name: spec fo
     TCP,
     MTR,
     SSE,
-    owd_spec.SPEC,
+    OWD,
     rmtr_spec.SPEC,
 )}
 

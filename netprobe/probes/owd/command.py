@@ -12,7 +12,6 @@ from rich.table import Table
 
 from netprobe.net.resolve import Resolver
 from netprobe.net.targets_file import check_host_port
-from netprobe.owd.figures import DelayVar
 from netprobe.probes import reflector
 from netprobe.probes.base import ProbeCli, ProbeContext, ProbeTarget, ReflectorAuth
 from netprobe.probes.cli_common import (
@@ -32,7 +31,8 @@ from netprobe.probes.cli_common import (
     round_defaults,
     run_targets,
 )
-from netprobe.probes.owd import OwdResult, OwdSettings, run
+from netprobe.probes.owd.figures import DelayVar
+from netprobe.probes.owd.runtime import OwdResult, OwdSettings, run
 from netprobe.probes.render import STAT_COLUMNS, ms, new_table, pct, stat_cells, status_cell
 from netprobe.probes.results import ProbeResult
 

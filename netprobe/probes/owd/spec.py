@@ -1,4 +1,4 @@
-"""owd's registry entry: what the reports, alerts and config read without its runtime (netprobe.probes.owd:
+"""owd's registry entry: what the reports, alerts and config read without its runtime (runtime.py:
 settings, UDP client, result type, rollup extras)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from netprobe.probes.base import (
 )
 
 if TYPE_CHECKING:
-    from netprobe.probes.owd import OwdResult, OwdSettings
+    from netprobe.probes.owd.runtime import OwdResult, OwdSettings
 
 ROLLUP_FIGURES = (
     RollupFigure("fwd_loss_pct", "owd_fwd_lost", per="owd_sent", per_scale=100.0),
@@ -31,13 +31,13 @@ ROLLUP_FIGURES = (
 
 
 def _runtime() -> ProbeRuntime[OwdSettings, OwdResult]:
-    from netprobe.probes.owd import RUNTIME
+    from netprobe.probes.owd.runtime import RUNTIME
 
     return RUNTIME
 
 
 def _cli() -> ProbeCli:
-    from netprobe.probes.owd_cli import CLI
+    from netprobe.probes.owd.command import CLI
 
     return CLI
 

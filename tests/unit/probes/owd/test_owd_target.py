@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from netprobe.owd import packets
-from netprobe.owd.client import exchange
+from netprobe.probes.owd import packets
+from netprobe.probes.owd.client import exchange
 from tests.support.farend import issue, running_reflector, target_cli
 
 cli = target_cli

@@ -9,9 +9,9 @@ import os
 
 import pytest
 
-from netprobe.farend.owd import MAX_SEQ, Limits, Reflector
-from netprobe.owd import packets
-from netprobe.owd.packets import BadPacket, Kind, Packet
+from netprobe.probes.owd import packets
+from netprobe.probes.owd.packets import BadPacket, Kind, Packet
+from netprobe.probes.owd.udp_reflector import MAX_SEQ, Limits, Reflector
 
 KEY = packets.derive_key("tok")
 KID = packets.key_id(KEY)

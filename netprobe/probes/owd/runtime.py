@@ -13,14 +13,14 @@ from typing import Any
 from pydantic import Field
 
 from netprobe.config.durations import Duration
-from netprobe.owd import client, packets
-from netprobe.owd.figures import DelayVar, figures
 from netprobe.probes import reflector
 from netprobe.probes.base import (
     ProbeContext,
     ProbeRuntime,
     ProbeTarget,
 )
+from netprobe.probes.owd import client, packets
+from netprobe.probes.owd.figures import DelayVar, figures
 from netprobe.probes.results import ProbeResult, Status, count_problems
 from netprobe.probes.settings import RoundSettings
 from netprobe.stats import RttStats, jitter

@@ -7,10 +7,10 @@ import socket
 
 import pytest
 
-from netprobe.farend.owd import Reflector, ReflectorSocket, bind
-from netprobe.owd import packets
-from netprobe.owd.client import Exchange, Reply, exchange
-from netprobe.owd.figures import figures
+from netprobe.probes.owd import packets
+from netprobe.probes.owd.client import Exchange, Reply, exchange
+from netprobe.probes.owd.figures import figures
+from netprobe.probes.owd.udp_reflector import Reflector, ReflectorSocket, bind
 
 KEY = packets.derive_key("agent-token")
 KEYS = {packets.key_id(KEY): KEY}

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from netprobe.net import pktinfo, rxstamp
-from netprobe.owd import packets
-from netprobe.owd.packets import BadPacket, Kind, Packet
+from netprobe.probes.owd import packets
+from netprobe.probes.owd.packets import BadPacket, Kind, Packet
 
 MAX_SEQ = 16384
 RCVBUF = 2 << 20                # bytes; about a second of 2,000 requests/s queued (the kernel doubles it)

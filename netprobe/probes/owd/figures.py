@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from netprobe.owd.client import Exchange
+from netprobe.probes.owd.client import Exchange
 from netprobe.stats import RttStats, loss_pct, percentile, rtt_stats
 
 NS_PER_MS = 1_000_000.0

@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass, field
 
 from netprobe.net import rxstamp
-from netprobe.owd import packets
-from netprobe.owd.packets import BadPacket, Kind, Packet
+from netprobe.probes.owd import packets
+from netprobe.probes.owd.packets import BadPacket, Kind, Packet
 
 STATUS_TRIES = 3
 _REPLIES = (Kind.REPLY, Kind.STATUS_REPLY)

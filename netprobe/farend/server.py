@@ -22,8 +22,8 @@ from netprobe.probes.sse.params import Limits
 from netprobe.probes.sse.stream import CONFIG, TargetConfig
 
 if TYPE_CHECKING:
-    from netprobe.farend.trace import TraceService
     from netprobe.probes.owd.udp_reflector import ReflectorSocket
+    from netprobe.probes.rmtr.trace import TraceService
 
 __all__ = ["Limits", "make_app", "serve", "start"]
 
@@ -39,7 +39,7 @@ class _Reflector:
     with --udp, the owd socket. SIGHUP re-reads the file into both; a bad file keeps the old keys."""
 
     def __init__(self, tokens: Path) -> None:
-        from netprobe.farend.trace import TraceService
+        from netprobe.probes.rmtr.trace import TraceService
 
         self.tokens = tokens
         self.keys = token_file.load(tokens)
@@ -86,7 +86,7 @@ def make_app(api_key: str | None = None, limits: Limits = Limits(), trace: Trace
     app.router.add_post("/v1/chat/completions", handle_chat)
     app.router.add_get("/healthz", healthz)
     if trace is not None:
-        from netprobe.farend.trace import TRACE, handle_trace
+        from netprobe.probes.rmtr.trace import TRACE, handle_trace
 
         app[TRACE] = trace
         app.router.add_post("/api/v1/trace", handle_trace)

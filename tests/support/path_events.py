@@ -17,7 +17,7 @@ from netprobe.net.lines import RouteVerdict, path_hash
 from netprobe.probes.mtr.hops import Hop
 from netprobe.probes.mtr.runtime import MtrResult
 from netprobe.probes.results import envelope
-from netprobe.probes.rmtr import RmtrResult
+from netprobe.probes.rmtr.runtime import RmtrResult
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import LINE_MISMATCH, PATH_CHANGE, Store, open_store
 from netprobe.store.events import RETURN_LINE_MISMATCH, StoredPathEvent

@@ -20,7 +20,7 @@ from netprobe.probes.base import ProbeCli, ProbeContext, ProbeTarget, ReflectorA
 from netprobe.probes.cli_common import IntervalOpt, JsonOpt, V4Opt, V6Opt, address_family, build_settings
 from netprobe.probes.mtr.hop_table import AsnDbOpt, CityDbOpt, mtr_table, open_geoip
 from netprobe.probes.render import console
-from netprobe.probes.rmtr import RmtrResult, RmtrSettings, run
+from netprobe.probes.rmtr.runtime import RmtrResult, RmtrSettings, run
 
 _FLAGS = {"cycles": "--cycles", "interval": "--interval", "timeout": "--timeout", "mode": "--mode"}
 TokenFileOpt = Annotated[str, typer.Option(

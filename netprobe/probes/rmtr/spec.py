@@ -1,5 +1,5 @@
 """rmtr's registry entry: what the reports, alerts and config read without its runtime
-(netprobe.probes.rmtr)."""
+(runtime.py)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,17 @@ from typing import TYPE_CHECKING
 from netprobe.probes.base import AlertMetric, ProbeCli, ProbeRuntime, ProbeSpec, ReportRole
 
 if TYPE_CHECKING:
-    from netprobe.probes.rmtr import RmtrResult, RmtrSettings
+    from netprobe.probes.rmtr.runtime import RmtrResult, RmtrSettings
 
 
 def _runtime() -> ProbeRuntime[RmtrSettings, RmtrResult]:
-    from netprobe.probes.rmtr import RUNTIME
+    from netprobe.probes.rmtr.runtime import RUNTIME
 
     return RUNTIME
 
 
 def _cli() -> ProbeCli:
-    from netprobe.probes.rmtr_cli import CLI
+    from netprobe.probes.rmtr.command import CLI
 
     return CLI
 

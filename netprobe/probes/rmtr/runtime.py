@@ -37,7 +37,7 @@ from netprobe.times import utc_now
 if TYPE_CHECKING:
     import aiohttp  # slow to import: only when a round runs, not when the registry loads
 
-# The reflector's limits (netprobe.farend.trace.TraceLimits, _settings): one trace per agent per
+# The reflector's limits (netprobe.probes.rmtr.trace.TraceLimits, _settings): one trace per agent per
 # MIN_INTERVAL_S, at most MAX_CYCLES cycles, an interval within INTERVAL_S; after its last cycle it
 # waits REFLECTOR_WAIT_S for late replies.
 MIN_INTERVAL_S = 30.0

@@ -23,7 +23,7 @@ from netprobe.config.agent import load_config
 from netprobe.net.resolve import Resolver
 from netprobe.probes import REGISTRY
 from netprobe.probes.base import ProbeContext, ProbeTarget, ReflectorAuth
-from netprobe.probes.rmtr import BadAnswer, RmtrResult, RmtrSettings, read_answer
+from netprobe.probes.rmtr.runtime import BadAnswer, RmtrResult, RmtrSettings, read_answer
 from netprobe.store import open_store
 from tests.support.farend import Reflector, running_reflector
 

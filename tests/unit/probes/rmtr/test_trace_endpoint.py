@@ -14,7 +14,7 @@ import pytest
 
 from netprobe.config.secrets import hash_token
 from netprobe.farend.server import make_app, start
-from netprobe.farend.trace import TraceLimits, TraceService
+from netprobe.probes.rmtr.trace import TraceLimits, TraceService
 
 TOKEN = "reflector-token-of-sh-ct-1"
 

@@ -71,7 +71,7 @@ def steal_ms() -> dict[str, float]:
 
 async def _runner(targets: list[str], seconds: int, interval: float) -> None:
     """Child mode: run inside the agent namespace; one round of `seconds` echoes per target."""
-    from netprobe.icmp.engine import QUANTUM_NS, IcmpEngine
+    from netprobe.probes.icmp.engine import QUANTUM_NS, IcmpEngine
 
     engine = IcmpEngine()
     engine.open_default()

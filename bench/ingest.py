@@ -90,7 +90,7 @@ class _Pair:
 
 
 def _icmp(rng: random.Random, pair: _Pair, started: datetime) -> Any:
-    from netprobe.probes.icmp import IcmpResult
+    from netprobe.probes.icmp.runtime import IcmpResult
     from netprobe.stats import jitter, loss_pct, rtt_stats
 
     samples = _samples(rng, 20, pair.base, pair.loss)
@@ -102,7 +102,7 @@ def _icmp(rng: random.Random, pair: _Pair, started: datetime) -> Any:
 
 
 def _tcp(rng: random.Random, pair: _Pair, started: datetime) -> Any:
-    from netprobe.probes.tcp import TcpResult
+    from netprobe.probes.tcp.runtime import TcpResult
     from netprobe.stats import jitter, loss_pct, rtt_stats
 
     samples = _samples(rng, 5, pair.base, pair.loss / 2)
@@ -115,8 +115,8 @@ def _tcp(rng: random.Random, pair: _Pair, started: datetime) -> Any:
 
 
 def _mtr(rng: random.Random, pair: _Pair, started: datetime, classifier: Any) -> Any:
-    from netprobe.mtr.hops import Hop, flag_rate_limited, label_path
-    from netprobe.probes.mtr import MtrResult
+    from netprobe.probes.mtr.hops import Hop, flag_rate_limited, label_path
+    from netprobe.probes.mtr.runtime import MtrResult
     from netprobe.stats import jitter, rtt_stats
 
     addresses = pair.paths[1 if rng.random() < FLIP else 0]

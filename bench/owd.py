@@ -44,7 +44,7 @@ from typing import Any
 
 import owd_paced  # bench/, beside this file
 
-from netprobe.owd.client import Exchange
+from netprobe.probes.owd.client import Exchange
 
 CLK = os.sysconf("SC_CLK_TCK")
 
@@ -85,7 +85,7 @@ async def _sse_streams(port: int, streams: int, seconds: float) -> None:
 
 async def _agents(port: int, keys: list[bytes], pps: float, seconds: float) -> list[Exchange]:
     """The old load: netprobe's own client once per agent, all in this one asyncio process."""
-    from netprobe.owd.client import exchange
+    from netprobe.probes.owd.client import exchange
 
     interval = 1.0 / pps
     count = int(seconds * pps)
@@ -109,7 +109,7 @@ def summary(rounds: list[Exchange], pps: float, late_ns: list[int] | None) -> di
     load was: each request's t1 against its agent's schedule (k·interval from its earliest-running
     send), the share of requests that reached the reflector within 50 µs of the one before, and the
     share that arrived while the one before was still being answered (t2 before the previous t3)."""
-    from netprobe.owd.figures import figures
+    from netprobe.probes.owd.figures import figures
 
     figs = [figures(x) for x in rounds]
     arrivals = sorted((r.t2, r.t3) for x in rounds for r in x.replies)
@@ -141,7 +141,7 @@ def _plan(load: dict[str, Any]) -> list[tuple[int, int, int]]:
 
 def _load_run(load: dict[str, Any]) -> dict[str, Any]:
     """In the client's process: one load against the reflector, its summary."""
-    from netprobe.owd import packets
+    from netprobe.probes.owd import packets
 
     keys = [packets.derive_key(t) for t in Path(load["tokens"]).read_text().split()]
     t0 = os.times()

@@ -9,7 +9,7 @@ until SPIN_NS before each send, then spins on the clock, and reads replies only 
 costs them nothing: their arrival time t4 is the kernel's stamp, taken when they came. Each send's
 lateness against its schedule is kept, to show the load was even. The replies go through netprobe's
 own client code (client.take) into one Exchange per agent, and their figures through
-netprobe.owd.figures, as an agent's round would.
+netprobe.probes.owd.figures, as an agent's round would.
 
 `raw=True` sends 88 bytes of nothing on the same schedule and reads nothing back: the load for the
 bare-Python reference echo.
@@ -28,9 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from netprobe.net import rxstamp
-from netprobe.owd import packets
-from netprobe.owd.client import STATUS_TRIES, Exchange, take
-from netprobe.owd.packets import Kind, Packet
+from netprobe.probes.owd import packets
+from netprobe.probes.owd.client import STATUS_TRIES, Exchange, take
+from netprobe.probes.owd.packets import Kind, Packet
 
 SPIN_NS = 150_000               # wake this long before a send and spin the rest (a VM's wake-up is late)
 _PR_SET_TIMERSLACK = 29

@@ -29,8 +29,8 @@ CLK = os.sysconf("SC_CLK_TCK")
 
 async def _reader(url: str, streams: int, seconds: float, interval: float,
                   lockstep: bool) -> dict[str, object]:
-    from netprobe.sse.client import Limits, stream
-    from netprobe.sse.parser import SseEvent
+    from netprobe.probes.sse.client import Limits, stream
+    from netprobe.probes.sse.parser import SseEvent
     from netprobe.stats import percentile
 
     errors: list[float] = []

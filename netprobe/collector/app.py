@@ -30,7 +30,7 @@ from netprobe.sinks.pipeline import Pipeline
 from netprobe.store import EnvelopeError, Store
 from netprobe.store.dashboard import note_health
 from netprobe.store.envelopes import parse_envelopes
-from netprobe.store.wire import envelope_schema
+from netprobe.store.wire_schema import envelope_schema
 from netprobe.times import utc_now
 
 log = logging.getLogger("netprobe.collector")

@@ -134,7 +134,7 @@ def _plan(concurrency: str | None, rate: str | None, burstiness: float, seed: in
           warmup: int, words: int, tokens: int, prompts: Path | None, timeout: float) -> Plan:
     from netprobe.compare.load import cycle, from_jsonl, parse_levels, synthetic
     from netprobe.compare.run import Level, Plan
-    from netprobe.sse.client import Limits
+    from netprobe.probes.sse.client import Limits
 
     if concurrency is not None and rate is not None:
         raise UsageError("--concurrency and --rate: choose one (fixed concurrency or a request rate)")

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from netprobe.compare.session import stream
-from netprobe.probes.sse import OpenAiChunks
-from netprobe.sse.client import Limits
-from netprobe.sse.parser import SseComment, SseEvent
+from netprobe.probes.sse.client import Limits
+from netprobe.probes.sse.parser import SseComment, SseEvent
+from netprobe.probes.sse.runtime import OpenAiChunks
 
 if TYPE_CHECKING:
     import aiohttp

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from netprobe.compare.load import Prompt, cycle, rate_offsets
 from netprobe.compare.request import Endpoint, RequestRecord, send
 from netprobe.compare.session import new_session
-from netprobe.sse.client import Limits
+from netprobe.probes.sse.client import Limits
 
 if TYPE_CHECKING:
     import aiohttp

@@ -14,8 +14,8 @@ from typing import Any
 
 import aiohttp
 
-from netprobe.sse.client import Capture, CommentSink, EventSink, Limits, head_ok, read_events
-from netprobe.sse.parser import SseParser, SseTooLarge
+from netprobe.probes.sse.client import Capture, CommentSink, EventSink, Limits, head_ok, read_events
+from netprobe.probes.sse.parser import SseParser, SseTooLarge
 
 _FINISH_S = 1.0        # how long the end of a completed stream's body is waited for
 

@@ -18,7 +18,7 @@ from netprobe.errors import UsageError
 
 if TYPE_CHECKING:
     from netprobe.budget.compute import BudgetParams
-    from netprobe.probes.sse import SseSettings
+    from netprobe.probes.sse.runtime import SseSettings
 
     from .run import Diagnosis
 
@@ -83,7 +83,7 @@ def diagnose(
     is over budget — route/region, model/framework, or capacity."""
     from netprobe.budget.compute import budget_params
     from netprobe.probes.cli_common import build_settings
-    from netprobe.probes.sse import SseSettings, check_url, concurrency_levels
+    from netprobe.probes.sse.runtime import SseSettings, check_url, concurrency_levels
     from netprobe.report.windows import HourWindow
 
     from .steps import read_key_file, url_host_port

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from netprobe.budget.compute import BudgetParams
-from netprobe.probes.sse import SseSettings
+from netprobe.probes.sse.runtime import SseSettings
 
 from .steps import (
     LiveSettings,

@@ -18,13 +18,13 @@ from urllib.parse import urlsplit
 from netprobe.errors import SetupError, StorageError, UsageError
 from netprobe.net.resolve import Resolver
 from netprobe.probes.base import ProbeContext, ProbeTarget
-from netprobe.probes.icmp import IcmpResult, IcmpSettings
-from netprobe.probes.mtr import MtrResult, MtrSettings
-from netprobe.probes.sse import SseResult, SseSettings
-from netprobe.probes.tcp import TcpResult, TcpSettings
+from netprobe.probes.icmp.runtime import IcmpResult, IcmpSettings
+from netprobe.probes.mtr.runtime import MtrResult, MtrSettings
+from netprobe.probes.sse.runtime import SseResult, SseSettings
+from netprobe.probes.tcp.runtime import TcpResult, TcpSettings
 
 if TYPE_CHECKING:
-    from netprobe.probes.sse import LoadLevel
+    from netprobe.probes.sse.runtime import LoadLevel
     from netprobe.store.prefix import Sums
     from netprobe.store.store import Store
 
@@ -98,7 +98,9 @@ class LiveSettings:
 
 async def live_floor(url: str, live: LiveSettings = LiveSettings()) -> NetworkFloor:
     """icmp round and mtr trace to the URL's host (concurrently); tcp connects to its port as fallback."""
-    from netprobe.probes import icmp, mtr, tcp
+    from netprobe.probes.icmp import runtime as icmp
+    from netprobe.probes.mtr import runtime as mtr
+    from netprobe.probes.tcp import runtime as tcp
 
     host, port = url_host_port(url)
     target = ProbeTarget(id=host, host=host, port=port)
@@ -287,7 +289,7 @@ class SingleRequest:
 
 
 async def single_request(url: str, settings: SseSettings) -> SingleRequest:
-    from netprobe.probes import sse
+    from netprobe.probes.sse import runtime as sse
 
     host, _ = url_host_port(url)
     ctx = ProbeContext(resolver=Resolver())
@@ -325,7 +327,7 @@ class Sweep:
 
 
 async def concurrency_sweep(url: str, settings: SseSettings, levels: list[int]) -> Sweep:
-    from netprobe.probes.sse import sweep
+    from netprobe.probes.sse.runtime import sweep
 
     report = await sweep(url, settings, levels)
     return Sweep(levels=tuple(SweepLevel.of(lv) for lv in report.levels))

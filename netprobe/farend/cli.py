@@ -72,9 +72,9 @@ def target(
     if ctx.invoked_subcommand is not None:
         return
     from netprobe.farend import tokens as token_file
-    from netprobe.farend.model import ServerModel, parse_prefill
     from netprobe.farend.server import serve  # lazily: aiohttp only for this command
     from netprobe.logs import setup_logging
+    from netprobe.probes.sse.model import ServerModel, parse_prefill
 
     host, port = parse_listen(listen)
     api_key = read_api_key(api_key_file) if api_key_file is not None else None

@@ -13,17 +13,17 @@ from aiohttp import web
 
 from netprobe.errors import UsageError
 from netprobe.farend import tokens as token_file
-from netprobe.farend.chat import handle_chat
-from netprobe.farend.model import Server, ServerModel
-from netprobe.farend.params import Limits
-from netprobe.farend.sse import handle_sse
-from netprobe.farend.stream import CONFIG, TargetConfig
 from netprobe.lifecycle import Signals
 from netprobe.logs import log_event
+from netprobe.probes.sse.chat import handle_chat
+from netprobe.probes.sse.emitter import handle_sse
+from netprobe.probes.sse.model import Server, ServerModel
+from netprobe.probes.sse.params import Limits
+from netprobe.probes.sse.stream import CONFIG, TargetConfig
 
 if TYPE_CHECKING:
-    from netprobe.farend.owd import ReflectorSocket
-    from netprobe.farend.trace import TraceService
+    from netprobe.probes.owd.udp_reflector import ReflectorSocket
+    from netprobe.probes.rmtr.trace import TraceService
 
 __all__ = ["Limits", "make_app", "serve", "start"]
 
@@ -39,7 +39,7 @@ class _Reflector:
     with --udp, the owd socket. SIGHUP re-reads the file into both; a bad file keeps the old keys."""
 
     def __init__(self, tokens: Path) -> None:
-        from netprobe.farend.trace import TraceService
+        from netprobe.probes.rmtr.trace import TraceService
 
         self.tokens = tokens
         self.keys = token_file.load(tokens)
@@ -47,7 +47,7 @@ class _Reflector:
         self.owd: ReflectorSocket | None = None
 
     def listen_udp(self, udp: tuple[str, int]) -> None:
-        from netprobe.farend.owd import Reflector, ReflectorSocket, bind
+        from netprobe.probes.owd.udp_reflector import Reflector, ReflectorSocket, bind
 
         try:
             sock = bind(*udp)
@@ -86,7 +86,7 @@ def make_app(api_key: str | None = None, limits: Limits = Limits(), trace: Trace
     app.router.add_post("/v1/chat/completions", handle_chat)
     app.router.add_get("/healthz", healthz)
     if trace is not None:
-        from netprobe.farend.trace import TRACE, handle_trace
+        from netprobe.probes.rmtr.trace import TRACE, handle_trace
 
         app[TRACE] = trace
         app.router.add_post("/api/v1/trace", handle_trace)

@@ -15,7 +15,7 @@ from typing import Any
 from netprobe.config.base import check_id
 from netprobe.config.secrets import hash_token, new_token
 from netprobe.errors import UsageError
-from netprobe.owd import packets
+from netprobe.probes.owd import packets
 from netprobe.times import iso, utc_now
 
 VERSION = 1

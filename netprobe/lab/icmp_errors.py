@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from netprobe.icmp.packets import ones_sum
+from netprobe.probes.icmp.packets import ones_sum
 
 _V6_MIN_MTU = 1280
 

@@ -66,7 +66,7 @@ class Timing:
 
 class Response(asyncio.Protocol):
     """The connection's protocol and the response it reads. `total_bytes` counts body bytes decoded
-    so far (netprobe.sse.kstamps pairs it with each read's kernel stamp)."""
+    so far (netprobe.probes.sse.kstamps pairs it with each read's kernel stamp)."""
 
     def __init__(self, head_timing: Timing | None) -> None:
         self.transport: asyncio.Transport | None = None

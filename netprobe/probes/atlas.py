@@ -30,14 +30,14 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from netprobe.probes.icmp import IcmpResult
-from netprobe.probes.mtr import MtrResult
+from netprobe.probes.icmp.runtime import IcmpResult
+from netprobe.probes.mtr.runtime import MtrResult
 from netprobe.probes.results import Status, envelope
 from netprobe.stats import jitter, loss_pct, rtt_stats
 
 if TYPE_CHECKING:
-    from netprobe.mtr.hops import Hop
     from netprobe.net.lines import LineClassifier
+    from netprobe.probes.mtr.hops import Hop
 
 _NAMESPACE = uuid.UUID("6f1f5d1e-7c3a-4c55-9a53-6b1d2f0c9a10")
 _ATLAS_KEYS = frozenset(("prb_id", "msm_id", "fw"))
@@ -175,7 +175,7 @@ def _classifier() -> LineClassifier:
 
 
 def _traceroute(obj: Mapping[str, Any], name: str, dst: str | None, started: datetime) -> MtrResult:
-    from netprobe.mtr.hops import flag_rate_limited, label_path
+    from netprobe.probes.mtr.hops import flag_rate_limited, label_path
 
     raw = obj.get("result")
     errors: list[str] = []
@@ -211,7 +211,7 @@ def _traceroute(obj: Mapping[str, Any], name: str, dst: str | None, started: dat
 
 
 def _json_hops(raw: list[Any], errors: list[str]) -> list[Hop]:
-    from netprobe.mtr.hops import Hop
+    from netprobe.probes.mtr.hops import Hop
 
     hops: list[Hop] = []
     for h in raw:
@@ -261,7 +261,7 @@ def _text_destination(text: str) -> tuple[str | None, str | None]:
 
 
 def _text_hops(text: str) -> list[Hop]:
-    from netprobe.mtr.hops import Hop
+    from netprobe.probes.mtr.hops import Hop
 
     hops: list[Hop] = []
     for n, line in enumerate(text.splitlines(), 1):

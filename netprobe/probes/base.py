@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
@@ -12,14 +11,14 @@ from netprobe.probes.results import ProbeResult
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from netprobe.icmp.engine import IcmpEngine
-    from netprobe.mtr.engine import TraceEngine
     from netprobe.net.geoip import GeoIP
     from netprobe.net.lines import LineClassifier
     from netprobe.net.resolve import Resolver
+    from netprobe.net.socket_cap import SocketCap
+    from netprobe.probes.icmp.engine import IcmpEngine
+    from netprobe.probes.mtr.engine import TraceEngine
     from netprobe.probes.settings import ProbeSettings as ProbeSettings
     from netprobe.probes.settings import RoundSettings as RoundSettings
-    from netprobe.probes.tcp import SocketCap
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +75,7 @@ class ProbeContext:
 
     def trace_engine(self) -> TraceEngine:
         if self._trace is None:
-            from netprobe.mtr.engine import TraceEngine
+            from netprobe.probes.mtr.engine import TraceEngine
 
             self._trace = TraceEngine()
         return self._trace
@@ -90,7 +89,7 @@ class ProbeContext:
 
     def icmp_engine(self) -> IcmpEngine:
         if self._icmp is None:
-            from netprobe.icmp.engine import IcmpEngine
+            from netprobe.probes.icmp.engine import IcmpEngine
 
             rate = self.icmp_max_rate
             self._icmp = IcmpEngine() if rate is None else IcmpEngine(max_rate=rate)
@@ -123,7 +122,7 @@ ProbeRun = Callable[[ProbeTarget, S, ProbeContext], Awaitable[R]]
 @dataclass(frozen=True, slots=True)
 class ProbeCli:
     """`netprobe probe <name>`: its typer command and how its results print as a table. Built by the
-    spec's `cli` module, on demand (ProbeSpec.load_cli), so the agent never imports typer or rich."""
+    spec's `cli` function, on demand (ProbeSpec.load_cli), so the agent never imports typer or rich."""
 
     command: Callable[..., None]
     epilog: str | None = None
@@ -251,13 +250,13 @@ class AlertMetric:
 # A spec's runtime parts: what the agent, config, ingest and `netprobe probe` use, but not the reports.
 RUNTIME_FIELDS = ("settings_model", "run", "result_type", "target_options", "rollup_extras", "route_of",
                   "configure", "startup")
-_LATER: Any = None     # settings_model and run, when the spec's `runtime` module gives them
+_LATER: Any = None     # settings_model and run, when the spec's `runtime` function gives them
 
 
 @dataclass(frozen=True, slots=True)
 class ProbeRuntime(Generic[S, R]):
-    """A spec's runtime parts (RUNTIME_FIELDS, described on ProbeSpec), as its `runtime` module holds
-    them in `RUNTIME`: the pydantic settings, the engines, the packet code."""
+    """A spec's runtime parts (RUNTIME_FIELDS, described on ProbeSpec), as its `runtime` function
+    returns them: the pydantic settings, the engines, the packet code."""
 
     settings_model: type[S]
     run: ProbeRun[S, R]
@@ -274,17 +273,18 @@ class ProbeSpec(Generic[S, R]):
     """One registry entry: everything probe-specific, so config, scheduler, store, rollups, alerts,
     reports and the CLI work over the registry and never name a probe.
 
-    The runtime parts (RUNTIME_FIELDS) are given here, or left to the module `runtime` names, whose
-    `RUNTIME: ProbeRuntime` is imported the first time one of them is read: the reports read only
-    the report metadata, and so never import pydantic, the engines or the packet code."""
+    The runtime parts (RUNTIME_FIELDS) are given here, or left to the function `runtime`, which
+    imports the probe's runtime module and returns its ProbeRuntime the first time one of them is
+    read: the reports read only the report metadata, and so never import pydantic, the engines or
+    the packet code."""
 
     name: str
     settings_model: type[S] = _LATER
     run: ProbeRun[S, R] = _LATER
     result_type: type[ProbeResult] = ProbeResult
-    # The module holding this probe's `CLI: ProbeCli`, by name: imported only by `netprobe probe`, so
-    # the agent never loads typer or rich, and the CLI module depends on the probe, not the reverse.
-    cli: str | None = None
+    # Returns this probe's ProbeCli, importing its command module: called only by `netprobe probe`,
+    # so the agent never loads typer or rich.
+    cli: Callable[[], ProbeCli] | None = None
     target_options: tuple[TargetOption, ...] = ()
     rollup_extras: RollupExtras | None = None
     rollup_figures: tuple[RollupFigure, ...] = ()
@@ -305,9 +305,9 @@ class ProbeSpec(Generic[S, R]):
     # the agent's start, told whether it runs rounds of this probe: opens what must fail fast (exit 2)
     # and returns fields for the "agent started" log line
     startup: Callable[[ProbeContext, bool], dict[str, str]] | None = None
-    # The module holding this probe's `RUNTIME: ProbeRuntime`, by name, when the spec leaves its
+    # Returns this probe's ProbeRuntime, importing its runtime module, when the spec leaves its
     # runtime parts to it.
-    runtime: str | None = None
+    runtime: Callable[[], ProbeRuntime[Any, Any]] | None = None
 
     def __post_init__(self) -> None:
         defaults = {f.name: f.default for f in fields(self)}
@@ -318,7 +318,7 @@ class ProbeSpec(Generic[S, R]):
             self._check_routes(self.route_of)
             return
         if given:
-            raise TypeError(f"probe {self.name!r}: {', '.join(given)} given and left to {self.runtime}")
+            raise TypeError(f"probe {self.name!r}: {', '.join(given)} given and left to its runtime")
         for name in RUNTIME_FIELDS:      # unset: the first read goes to __getattr__, which loads them
             object.__delattr__(self, name)
 
@@ -331,9 +331,9 @@ class ProbeSpec(Generic[S, R]):
 
     def _load_runtime(self) -> None:
         assert self.runtime is not None
-        found = getattr(importlib.import_module(self.runtime), "RUNTIME", None)
+        found = self.runtime()
         if not isinstance(found, ProbeRuntime):
-            raise TypeError(f"{self.runtime}.RUNTIME is not a ProbeRuntime (probe {self.name!r})")
+            raise TypeError(f"probe {self.name!r}: its runtime is not a ProbeRuntime")
         self._check_routes(found.route_of)
         for name in RUNTIME_FIELDS:
             object.__setattr__(self, name, getattr(found, name))
@@ -343,12 +343,7 @@ class ProbeSpec(Generic[S, R]):
             raise TypeError(f"probe {self.name!r}: route_of and route_direction go together")
 
     def load_cli(self) -> ProbeCli | None:
-        if self.cli is None:
-            return None
-        found = getattr(importlib.import_module(self.cli), "CLI", None)
-        if not isinstance(found, ProbeCli):
-            raise TypeError(f"{self.cli}.CLI is not a ProbeCli (probe {self.name!r})")
-        return found
+        return None if self.cli is None else self.cli()
 
     async def round(self, target: ProbeTarget, settings: ProbeSettings, ctx: ProbeContext) -> ProbeResult:
         """One round with settings validated elsewhere (config, the CLI) by this spec's model."""

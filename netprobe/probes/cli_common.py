@@ -26,8 +26,7 @@ from netprobe.errors import UsageError
 from netprobe.net.pacing import launch_paced
 from netprobe.net.resolve import Resolver, family_name, parse_literal
 from netprobe.net.targets_file import MAX_TARGETS, read_targets
-from netprobe.probes import REGISTRY
-from netprobe.probes.base import ProbeContext, ProbeSettings, ProbeTarget, RoundSettings
+from netprobe.probes.base import ProbeContext, ProbeRun, ProbeSettings, ProbeTarget, RoundSettings
 from netprobe.probes.render import print_table
 from netprobe.probes.results import ProbeResult
 
@@ -102,17 +101,16 @@ def collect(args: Sequence[str], file: str | None, parse: Callable[[str], T]) ->
     return out
 
 
-async def run_targets(probe: str, targets: Sequence[ProbeTarget], settings: ProbeSettings,
+async def run_targets(run: ProbeRun[S, ProbeResult], targets: Sequence[ProbeTarget], settings: S,
                       spread: float = 0.0, ctx: ProbeContext | None = None) -> list[ProbeResult]:
-    """One round of `probe` per target through one shared ProbeContext; target i of N starts at
-    i·spread/N (fping's -p/-i schedule), every target's round then runs on its own."""
-    spec = REGISTRY[probe]
+    """One round of the probe's `run` per target through one shared ProbeContext; target i of N starts
+    at i·spread/N (fping's -p/-i schedule), every target's round then runs on its own."""
     ctx = ctx or ProbeContext(resolver=Resolver())
     failed = asyncio.Event()
 
     async def one(target: ProbeTarget) -> ProbeResult:
         try:
-            return await spec.round(target, settings, ctx)
+            return await run(target, settings, ctx)
         except BaseException:
             failed.set()  # a setup error (no raw-socket permission, …): stop launching the others
             raise

@@ -273,30 +273,3 @@ def check(data: Any, result_type: type[ProbeResult] | None) -> None:
         problems.append("result.started_at: not the envelope's started_at")
     if problems:
         raise WireError(problems)
-
-
-SCHEMA_COMMAND = "python3 -m netprobe.store.wire > docs/envelope.schema.json"
-
-
-def envelope_schema() -> dict[str, Any]:
-    """The envelope's JSON Schema (draft 2020-12), from the same models `check` validates with: one
-    variant per registered probe, told apart by `probe`. What types cannot say (received ≤ sent, …)
-    `check` adds; the schema is what a client can validate before sending."""
-    from netprobe.probes import REGISTRY
-
-    variants = []
-    for name, spec in REGISTRY.items():
-        variants.append(create_model(
-            f"{spec.result_type.__name__}Envelope", __base__=_Head,
-            __doc__=f"An envelope holding one {name} round.",
-            probe=(Literal[name], ...), result=(result_model(spec.result_type), ...)))
-    union: Any = Annotated[Union[tuple(variants)], Field(discriminator="probe")]  # noqa: UP007
-    schema = TypeAdapter(union).json_schema(by_alias=True)
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
-            "$id": "/api/v1/schema/envelope.json", "title": "netprobe result envelope", **schema}
-
-
-if __name__ == "__main__":  # the docs' copy: SCHEMA_COMMAND
-    import json
-
-    print(json.dumps(envelope_schema(), indent=2))

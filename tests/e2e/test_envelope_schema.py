@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from netprobe.store import open_store
-from netprobe.store.wire import SCHEMA_COMMAND, envelope_schema
+from netprobe.store.wire_schema import SCHEMA_COMMAND, envelope_schema
 from tests.support.agent import PORT, Daemon, _write
 from tests.support.collector import CollectorProcess, add_agent, collector_config
 from tests.support.lab import require_root

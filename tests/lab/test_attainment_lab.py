@@ -35,7 +35,7 @@ STREAMS = """
 import asyncio, json, sys
 from netprobe.net.resolve import Resolver
 from netprobe.probes.base import ProbeContext, ProbeTarget
-from netprobe.probes.sse import SseSettings, run
+from netprobe.probes.sse.runtime import SseSettings, run
 
 async def main(url, n, concurrency):
     settings = SseSettings(mode="openai", max_tokens=1, timeout=20.0)

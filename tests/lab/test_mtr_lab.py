@@ -152,7 +152,7 @@ def test_concurrent_traces_do_not_mix(lab: LabState) -> None:
     script = (
         "import asyncio, json\n"
         "from netprobe.probes.base import ProbeContext, ProbeTarget\n"
-        "from netprobe.probes.mtr import MtrSettings, trace\n"
+        "from netprobe.probes.mtr.runtime import MtrSettings, trace\n"
         "from netprobe.net.resolve import Resolver\n"
         "async def main():\n"
         "    ctx = ProbeContext(resolver=Resolver())\n"

@@ -31,7 +31,7 @@ SPEC: dict[str, Any] = {
 
 TRACE = """
 import asyncio, json, sys
-from netprobe.mtr.engine import TraceEngine
+from netprobe.probes.mtr.engine import TraceEngine
 
 async def main():
     engine = TraceEngine()

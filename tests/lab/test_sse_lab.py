@@ -53,7 +53,7 @@ def read(url: str, netns: str | None = None, **settings: Any) -> dict[str, Any]:
     script = (
         "import asyncio, json, sys\n"
         "from netprobe.probes.base import ProbeContext, ProbeTarget\n"
-        "from netprobe.probes.sse import SseSettings, run\n"
+        "from netprobe.probes.sse.runtime import SseSettings, run\n"
         "from netprobe.net.resolve import Resolver\n"
         "url, settings = sys.argv[1], json.loads(sys.argv[2])\n"
         "r = asyncio.run(run(ProbeTarget(id='t', host='x', url=url), SseSettings(**settings),\n"

@@ -13,11 +13,11 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from netprobe.mtr.hops import Hop
 from netprobe.net.lines import RouteVerdict, path_hash
-from netprobe.probes.mtr import MtrResult
+from netprobe.probes.mtr.hops import Hop
+from netprobe.probes.mtr.runtime import MtrResult
 from netprobe.probes.results import envelope
-from netprobe.probes.rmtr import RmtrResult
+from netprobe.probes.rmtr.runtime import RmtrResult
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import LINE_MISMATCH, PATH_CHANGE, Store, open_store
 from netprobe.store.events import RETURN_LINE_MISMATCH, StoredPathEvent
@@ -63,7 +63,7 @@ def h(trace: Trace) -> str:
 def mtr_envelope(started_at: datetime, trace: Trace, *, target: str | None = None, agent: str | None = None,
                  result_id: str | None = None, reached: bool = True, declared: str = "cn2-gia",
                  mismatch: bool | None = None, probe: str = "mtr") -> dict[str, Any]:
-    """A result shaped as the mtr probe writes it (netprobe.probes.mtr; `probe` "rmtr": as the rmtr
+    """A result shaped as the mtr probe writes it (netprobe.probes.mtr.runtime; `probe` "rmtr": as the rmtr
     probe writes the way back); the route verdict is given, not classified, so the tests pin the
     events rather than the classifier."""
     hubs = [Hop(ttl, list(addresses), [10.0 + ttl, 11.0 + ttl] if addresses else [None, None])

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from netprobe.net.lines import RouteVerdict
-from netprobe.probes.icmp import IcmpResult
-from netprobe.probes.mtr import MtrResult
+from netprobe.probes.icmp.runtime import IcmpResult
+from netprobe.probes.mtr.runtime import MtrResult
 from netprobe.probes.results import envelope
-from netprobe.probes.sse import SseResult
-from netprobe.probes.tcp import TcpResult
+from netprobe.probes.sse.runtime import SseResult
+from netprobe.probes.tcp.runtime import TcpResult
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import open_store
 from tests.support.store import typed

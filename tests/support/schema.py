@@ -8,7 +8,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from netprobe.store.wire import envelope_schema
+from netprobe.store.wire_schema import envelope_schema
 
 
 @functools.cache

@@ -22,9 +22,9 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from netprobe.icmp.engine import QUANTUM_NS, IcmpEngine
-from netprobe.mtr.engine import TraceEngine
-from netprobe.probes import tcp
+from netprobe.probes.icmp.engine import QUANTUM_NS, IcmpEngine
+from netprobe.probes.mtr.engine import TraceEngine
+from netprobe.probes.tcp import runtime as tcp
 
 
 class _StallOnEmpty:

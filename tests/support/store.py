@@ -12,10 +12,10 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
-from netprobe.owd.client import Exchange, Reply
-from netprobe.owd.figures import figures as owd_figures
-from netprobe.probes.icmp import IcmpResult
-from netprobe.probes.owd import OwdResult
+from netprobe.probes.icmp.runtime import IcmpResult
+from netprobe.probes.owd.client import Exchange, Reply
+from netprobe.probes.owd.figures import figures as owd_figures
+from netprobe.probes.owd.runtime import OwdResult
 from netprobe.probes.results import envelope
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store.engine import AsyncConnection, create_engine

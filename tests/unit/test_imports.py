@@ -1,4 +1,5 @@
-"""The package's import graph (issue #11 point 4): no import cycles between modules, no private name
+"""The package's import graph (issue #11 point 4): no import cycles between modules (issue #33:
+counting imports inside functions and under TYPE_CHECKING), no private name
 (`_x`) imported out of another package — what packages share is public — and no command importing
 another command's CLI module (netprobe.cli wires them by name; what commands share is a library)."""
 
@@ -22,28 +23,21 @@ def _modules(root: Path) -> dict[str, Path]:
     return out
 
 
-def _imports(name: str, path: Path, known: set[str]) -> Iterator[tuple[str, str, bool]]:
-    """(module imported, name taken from it or "", at import time) for each import in the module: at
-    import time unless inside a function or an `if TYPE_CHECKING:` block."""
+def _imports(name: str, path: Path, known: set[str]) -> Iterator[tuple[str, str]]:
+    """(module imported, name taken from it or "") for each import in the module, wherever it is: in a
+    function and under `if TYPE_CHECKING:` too, since a lazy import still ties the two modules."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-
-    def walk(node: ast.AST, eager: bool) -> Iterator[tuple[str, str, bool]]:
-        for child in ast.iter_child_nodes(node):
-            now = eager and not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) and not (
-                isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test))
-            if isinstance(child, ast.Import):
-                yield from ((alias.name, "", now) for alias in child.names)
-            elif isinstance(child, ast.ImportFrom):
-                base = child.module or ""
-                if child.level:
-                    up = package.split(".")[:len(package.split(".")) - child.level + 1]
-                    base = ".".join([*up, *([base] if base else [])])
-                for alias in child.names:
-                    sub = f"{base}.{alias.name}"
-                    yield (sub, "", now) if sub in known else (base, alias.name, now)
-            yield from walk(child, now)
-
-    yield from walk(ast.parse(path.read_text(encoding="utf-8"), str(path)), True)
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            yield from ((alias.name, "") for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join([*up, *([base] if base else [])])
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                yield (sub, "") if sub in known else (base, alias.name)
 
 
 def _owner(name: str, known: set[str]) -> str | None:
@@ -62,9 +56,9 @@ def _graph(modules: dict[str, Path]) -> dict[str, set[str]]:
     known = set(modules)
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for m, path in modules.items():
-        for imported, _, eager in _imports(m, path, known):
+        for imported, _ in _imports(m, path, known):
             owner = _owner(imported, known)
-            if eager and owner is not None and owner != m:
+            if owner is not None and owner != m:
                 graph[m].add(owner)
     return graph
 
@@ -115,7 +109,7 @@ def _private_imports(modules: dict[str, Path]) -> list[str]:
     known = set(modules)
     out = []
     for m, path in sorted(modules.items()):
-        for imported, name, _ in _imports(m, path, known):
+        for imported, name in _imports(m, path, known):
             owner = _owner(imported, known)
             private = name.startswith("_") and not name.startswith("__")
             if private and owner is not None and _top(owner) != _top(m):
@@ -124,14 +118,18 @@ def _private_imports(modules: dict[str, Path]) -> list[str]:
 
 
 def _cli_imports(modules: dict[str, Path]) -> list[str]:
-    """Imports of a command's CLI module (`cli`, `*_cli`) by any other module."""
+    """Imports of a command's CLI module (`cli`, `*_cli`, a probe's `command`) by any other module
+    but the probe's spec, which hands its command to `netprobe probe` (ProbeSpec.cli)."""
     known = set(modules)
     out = []
     for m, path in sorted(modules.items()):
-        for imported, _, _ in _imports(m, path, known):
+        stem = m.removesuffix("spec")
+        own = {stem + "cli", stem + "command"} if stem != m else set()
+        for imported, _ in _imports(m, path, known):
             owner = _owner(imported, known)
             last = (owner or "").rpartition(".")[2]
-            if owner is not None and owner != m and (last == "cli" or last.endswith("_cli")):
+            if owner is not None and owner != m and owner not in own and (
+                    last in ("cli", "command") or last.endswith("_cli")):
                 out.append(f"{m}: {owner}")
     return sorted(set(out))
 
@@ -161,11 +159,19 @@ def test_the_checks_see_a_cycle_and_a_private_import(tmp_path: Path) -> None:
     (root / "a" / "cli.py").write_text("from pkg.b import two_cli\n")
     (root / "b" / "two_cli.py").write_text("from pkg.b import cli_shared\n")
     (root / "b" / "cli_shared.py").write_text("")
+    (root / "c").mkdir()
+    (root / "c" / "__init__.py").write_text("")
+    (root / "c" / "spec.py").write_text("def cli() -> None:\n    from pkg.c import command\n")  # its own
+    (root / "c" / "command.py").write_text("")
+    (root / "c" / "other.py").write_text("from pkg.c import command\n")
     (root / "b" / "two.py").write_text(
         "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from pkg.a import three\n"
-        "from pkg.a import one\n\n\ndef helper() -> None:\n    from pkg.a import three\n\n\n"
-        "def _draw() -> None: ...\n")
+        "from pkg.a import one\n\n\ndef helper() -> None: ...\n\n\ndef _draw() -> None: ...\n")
+    (root / "a" / "four.py").write_text("from pkg.b import five\n")
+    (root / "b" / "five.py").write_text("def late() -> None:\n    from pkg.a import four\n")
     modules = _modules(root)
-    assert _cycles(_graph(modules)) == [["pkg.a.one", "pkg.b.two"]]     # not three: lazy, type-only
+    # three is in it by a type-only import, four and five by one inside a function: both count
+    assert sorted(_cycles(_graph(modules))) == [["pkg.a.four", "pkg.b.five"],
+                                                ["pkg.a.one", "pkg.a.three", "pkg.b.two"]]
     assert _private_imports(modules) == ["pkg.a.one: _draw from pkg.b.two"]
-    assert _cli_imports(modules) == ["pkg.a.cli: pkg.b.two_cli"]
+    assert _cli_imports(modules) == ["pkg.a.cli: pkg.b.two_cli", "pkg.c.other: pkg.c.command"]

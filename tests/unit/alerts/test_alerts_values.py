@@ -16,8 +16,8 @@ from netprobe.alerts.formats import Notification
 from netprobe.alerts.values import Value, WindowReader
 from netprobe.config.alerts import AlertRule
 from netprobe.probes.results import envelope
-from netprobe.probes.sse import SseResult
-from netprobe.probes.tcp import TcpResult
+from netprobe.probes.sse.runtime import SseResult
+from netprobe.probes.tcp.runtime import TcpResult
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import Store, open_store
 from tests.support.path_events import C163, CN2, GT, mtr_envelope

@@ -12,7 +12,7 @@ from aiohttp import web
 from netprobe.compare.load import synthetic
 from netprobe.compare.request import Endpoint, RequestRecord, send
 from netprobe.compare.session import new_session
-from netprobe.sse.client import Limits
+from netprobe.probes.sse.client import Limits
 
 SEEN: list[dict[str, object]] = []
 

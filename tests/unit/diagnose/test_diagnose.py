@@ -30,9 +30,9 @@ from netprobe.diagnose.steps import (
 from netprobe.diagnose.verdict import decide
 from netprobe.errors import SetupError
 from netprobe.farend.server import make_app, start
-from netprobe.probes.icmp import IcmpResult
+from netprobe.probes.icmp.runtime import IcmpResult
 from netprobe.probes.results import envelope
-from netprobe.probes.sse import SseSettings
+from netprobe.probes.sse.runtime import SseSettings
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from tests.support.store import typed
 

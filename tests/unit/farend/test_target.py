@@ -28,8 +28,8 @@ import openai
 import pytest
 from httpx_sse import aconnect_sse, connect_sse
 
-from netprobe.farend.params import Limits
 from netprobe.farend.server import make_app, start
+from netprobe.probes.sse.params import Limits
 
 KEY = "sk-test-0123456789"
 

@@ -20,11 +20,11 @@ import pytest
 from netprobe.agent.daemon import configure_context
 from netprobe.config.agent import Config, parse_config
 from netprobe.errors import ConfigError
-from netprobe.icmp.engine import IcmpEngine
 from netprobe.net.pacing import BURST_SECONDS, DEFAULT_MAX_RATE, RateCap, launch_paced, offsets
 from netprobe.net.resolve import Resolver
 from netprobe.net.targets_file import MAX_TARGETS
 from netprobe.probes.base import ProbeContext
+from netprobe.probes.icmp.engine import IcmpEngine
 
 root = pytest.mark.skipif(os.geteuid() != 0, reason="raw ICMP sockets need root")
 
@@ -290,7 +290,7 @@ async def test_agent_rounds_falling_due_together_stay_under_the_cap() -> None:
     from netprobe.agent.scheduler import ProbeScheduler
     from netprobe.net.resolve import Resolver
     from netprobe.probes import ProbeContext, ProbeTarget
-    from netprobe.probes.icmp import IcmpSettings
+    from netprobe.probes.icmp.runtime import IcmpSettings
 
     ctx = ProbeContext(resolver=Resolver(), icmp_max_rate=2000.0)
     sched = ProbeScheduler(ctx, lambda target, result: None)

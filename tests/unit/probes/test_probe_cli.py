@@ -15,8 +15,8 @@ import pytest
 from netprobe.errors import UsageError
 from netprobe.net.targets_file import check_host, check_host_port, read_targets
 from netprobe.probes.cli_common import build_settings, check_family, collect
-from netprobe.probes.icmp import IcmpSettings
-from netprobe.probes.tcp import TcpSettings
+from netprobe.probes.icmp.runtime import IcmpSettings
+from netprobe.probes.tcp.runtime import TcpSettings
 
 
 def netprobe(*args: str, stdin: str | None = None, netns: bool = False) -> subprocess.CompletedProcess[str]:

@@ -14,8 +14,8 @@ import pytest
 
 from netprobe.net.lines import RouteVerdict
 from netprobe.probes import REGISTRY, atlas
-from netprobe.probes.icmp import IcmpResult
-from netprobe.probes.mtr import MtrResult
+from netprobe.probes.icmp.runtime import IcmpResult
+from netprobe.probes.mtr.runtime import MtrResult
 from netprobe.probes.results import ProbeResult, decoder
 from netprobe.stats import RttStats
 from netprobe.store import parse_envelope, stored_envelope

@@ -32,7 +32,7 @@ def test_the_registry_loads_no_runtime() -> None:
             "print(json.dumps(sorted(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     modules = set(json.loads(out.stdout))
-    runtimes = {spec.runtime for spec in REGISTRY.values()}
+    runtimes = {spec.run.__module__ for spec in REGISTRY.values()}    # the runtime modules
     assert "pydantic" not in modules and not modules & runtimes
 
 
@@ -48,14 +48,18 @@ RUNTIME = ProbeRuntime(settings_model=_Settings, run=_run)    # this module as a
 NOT_A_RUNTIME = "a string"
 
 
+def _runtime() -> ProbeRuntime[_Settings, ProbeResult]:
+    return RUNTIME
+
+
 def test_a_spec_is_given_its_parts_or_a_runtime_not_both() -> None:
     with pytest.raises(TypeError, match="settings_model and run"):
         ProbeSpec(name="nothing")
     with pytest.raises(TypeError, match="settings_model given and left to"):
-        ProbeSpec(name="both", settings_model=_Settings, runtime=__name__)
+        ProbeSpec(name="both", settings_model=_Settings, runtime=_runtime)
     with pytest.raises(TypeError, match="route_of and route_direction"):
         ProbeSpec(name="routes", settings_model=_Settings, run=_run, route_direction="forward")
-    lazy: ProbeSpec[_Settings, ProbeResult] = ProbeSpec(name="lazy", runtime=__name__,
+    lazy: ProbeSpec[_Settings, ProbeResult] = ProbeSpec(name="lazy", runtime=_runtime,
                                                          report=ReportRole(rtt_rank=9))
     assert lazy.report.rtt_rank == 9 and lazy.settings_model is _Settings and lazy.run is _run
     assert {f: getattr(lazy, f) for f in RUNTIME_FIELDS} == {f: getattr(RUNTIME, f) for f in RUNTIME_FIELDS}
@@ -64,11 +68,11 @@ def test_a_spec_is_given_its_parts_or_a_runtime_not_both() -> None:
 
 
 def test_a_runtime_that_does_not_fit_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    no_route: ProbeSpec[_Settings, ProbeResult] = ProbeSpec(name="no-route", runtime=__name__,
+    no_route: ProbeSpec[_Settings, ProbeResult] = ProbeSpec(name="no-route", runtime=_runtime,
                                                              route_direction="return")
     with pytest.raises(TypeError, match="route_of and route_direction"):
         no_route.settings_model  # noqa: B018
     monkeypatch.setattr(sys.modules[__name__], "RUNTIME", NOT_A_RUNTIME)
-    broken: ProbeSpec[_Settings, ProbeResult] = ProbeSpec(name="broken", runtime=__name__)
+    broken: ProbeSpec[_Settings, ProbeResult] = ProbeSpec(name="broken", runtime=_runtime)
     with pytest.raises(TypeError, match="is not a ProbeRuntime"):
         broken.settings_model  # noqa: B018

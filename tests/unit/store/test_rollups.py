@@ -112,7 +112,7 @@ def _sse_envelope(ts: datetime, first: float, gap_p95: float, stalls: int, secon
                   delay_p95: float, status: str = "ok", mode: str = "emitter", ttfb: float | None = None,
                   tpot: float | None = None) -> dict[str, object]:
     from netprobe.probes.results import envelope
-    from netprobe.probes.sse import SseResult
+    from netprobe.probes.sse.runtime import SseResult
     from tests.support.store import AGENT, TARGET
 
     result = SseResult(probe="sse", host="h", started_at=ts, status=status,  # type: ignore[arg-type]

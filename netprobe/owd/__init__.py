@@ -1,1 +1,0 @@
-"""One-way delay (docs/probes.md): the wire format both ends share, the agent side and its figures."""

@@ -1,0 +1,96 @@
+"""`netprobe probe owd HOST:PORT`: both directions of the way to a reflector, and the owd table."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from netprobe.net.resolve import Resolver
+from netprobe.net.targets_file import check_host_port
+from netprobe.probes import reflector
+from netprobe.probes.base import ProbeCli, ProbeContext, ProbeTarget, ReflectorAuth
+from netprobe.probes.cli_common import (
+    FLAGS,
+    CountOpt,
+    FileOpt,
+    IntervalOpt,
+    JsonOpt,
+    TimeoutOpt,
+    V4Opt,
+    V6Opt,
+    address_family,
+    build_settings,
+    check_family,
+    collect,
+    emit,
+    round_defaults,
+    run_targets,
+)
+from netprobe.probes.owd.figures import DelayVar
+from netprobe.probes.owd.runtime import OwdResult, OwdSettings, run
+from netprobe.probes.render import STAT_COLUMNS, ms, new_table, pct, stat_cells, status_cell
+from netprobe.probes.results import ProbeResult
+
+TokenFileOpt = Annotated[str, typer.Option(
+    "--token-file", metavar="FILE", help="This agent's reflector token (`netprobe target add-agent` printed "
+    f"it); default: ${reflector.TOKEN_ENV}.")]
+ClockSyncOpt = Annotated[bool, typer.Option(
+    "--clock-sync", help="Both clocks are NTP/PTP-synchronised: also print absolute one-way delays.")]
+
+
+def owd_table(results: Sequence[OwdResult]) -> Table:
+    t = new_table("owd (ms; fwd = to the reflector, ret = back)",
+                  ["host", "address", "port", "sent", "recv", "loss%", "fwd%", "ret%", *STAT_COLUMNS,
+                   "fwd var p95", "ret var p95", "fwd", "ret", "reord f/r", "dup f/r", "status"])
+    for r in results:
+        t.add_row(escape(r.host), r.address or "—", str(r.port), str(r.sent), str(r.received),
+                  pct(r.loss_pct), pct(r.fwd_loss_pct), pct(r.ret_loss_pct), *stat_cells(r.rtt_ms),
+                  _var(r.fwd_delay_var_ms), _var(r.ret_delay_var_ms), ms(r.fwd_ms), ms(r.ret_ms),
+                  f"{r.fwd_reordered}/{r.ret_reordered}", f"{r.fwd_duplicates}/{r.ret_duplicates}",
+                  status_cell(r))
+    return t
+
+
+def _var(v: DelayVar | None) -> str:
+    return ms(v.p95 if v is not None else None)
+
+
+def command(
+    targets_: Annotated[list[str] | None, typer.Argument(
+        metavar="HOST:PORT", show_default=False,
+        help="The reflector's UDP address (`netprobe target --udp`); [V6ADDR]:PORT for IPv6.")] = None,
+    file: FileOpt = None, count: CountOpt = None, interval: IntervalOpt = None, timeout: TimeoutOpt = None,
+    token_file: TokenFileOpt = "", clock_sync: ClockSyncOpt = False,
+    ipv4: V4Opt = False, ipv6: V6Opt = False, as_json: JsonOpt = False,
+) -> None:
+    """One-way figures to a reflector: loss, delay variation, reordering and duplicates per direction,
+    RTT without the reflector's own time; absolute one-way delays only with --clock-sync."""
+    family = address_family(ipv4, ipv6)
+
+    def parse(text: str) -> tuple[str, int]:
+        host, port = check_host_port(text)
+        check_family(host.strip("[]"), family)
+        return host.strip("[]"), port
+
+    pairs = collect(targets_ or [], file, parse)
+    settings = build_settings(OwdSettings, {"count": count, "interval": interval, "timeout": timeout}, FLAGS)
+    token = reflector.cli_token(token_file)
+    targets = [ProbeTarget(id=f"{h}:{p}", host=h, port=p, family=family) for h, p in pairs]
+
+    async def go() -> list[ProbeResult]:
+        ctx = ProbeContext(resolver=Resolver(), reflector=ReflectorAuth(token, clock_sync))
+        return await run_targets(run, targets, settings, spread=settings.interval, ctx=ctx)
+
+    emit(asyncio.run(go()), as_json, len(targets) > 1 or file is not None, table)
+
+
+def table(results: Sequence[ProbeResult]) -> Table:
+    return owd_table([r for r in results if isinstance(r, OwdResult)])
+
+
+CLI = ProbeCli(command=command, epilog=round_defaults(OwdSettings, "requests"), table=table)

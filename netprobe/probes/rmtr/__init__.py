@@ -1,0 +1,1 @@
+"""The rmtr probe: its registry entry (spec), runtime, command and engine."""

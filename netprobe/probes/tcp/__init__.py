@@ -1,0 +1,1 @@
+"""The tcp probe: its registry entry (spec), runtime, command and engine."""

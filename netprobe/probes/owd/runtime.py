@@ -26,7 +26,7 @@ from netprobe.probes.settings import RoundSettings
 from netprobe.stats import RttStats, jitter
 from netprobe.times import utc_now
 
-# the reflector answers at most 200 packets/s per agent (farend.owd.Limits), a session 16,384
+# the reflector answers at most 200 packets/s per agent (udp_reflector.Limits), a session 16,384
 MIN_INTERVAL_S = 0.01
 MAX_COUNT = 10_000
 

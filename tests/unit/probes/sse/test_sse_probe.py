@@ -225,7 +225,7 @@ def test_huge_event_memory_is_bounded() -> None:
         "    await runner.cleanup()\n"
         "asyncio.run(main())\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         cwd=Path(__file__).resolve().parents[3])
+                         cwd=Path(__file__).resolve().parents[4])
     kind, grown_kb = out.stdout.split()
     assert kind == "too_large" and int(grown_kb) < 40_000, out.stdout + out.stderr
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss > 0

@@ -21,10 +21,9 @@ from netprobe.report.rows import rtt_probes
 from netprobe.report.windows import DEFAULT_WINDOW, last_days
 from netprobe.store import alert_events
 from netprobe.store.alert_events import AlertEvent
-from netprobe.store.hour_arrays import HourArrays, Window
+from netprobe.store.hour_arrays import HourArrays, Window, figures
 from netprobe.store.pair_hours import HourSeries, Pair, added, day_series, hour_series, pair
 from netprobe.store.path_history import PathHistory, path_history
-from netprobe.store.prefix import figures
 from netprobe.store.prefix_read import local_days
 from netprobe.store.reads import Source
 from netprobe.times import utc_now, zone_of

@@ -7,7 +7,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from netprobe.store.prefix import Sums, figures
+from netprobe.store.hour_arrays import figures
+from netprobe.store.prefix import Sums
 
 from .rows import MergedHours, PeakRow
 
@@ -39,7 +40,7 @@ def line_of(row: PeakRow) -> str:
 
 
 def _merged(windows: Iterable[MergedHours | None]) -> dict[str, Any]:
-    """Rollup.figures of the windows merged (their bins summed, no sketch built: prefix.figures); {} for
+    """Rollup.figures of the windows merged (their bins summed, no sketch built: hour_arrays.figures); {} for
     none. The exact min and max of the merge are the members' min of mins and max of maxes."""
     members = [m for m in windows if m is not None]
     if not members:

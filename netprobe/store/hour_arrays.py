@@ -24,8 +24,8 @@ from netprobe.store.prefix import COUNTERS, SUMS_HEAD, SUMS_MAGIC, ForeignSketch
 F64 = npt.NDArray[np.float64]
 NC = len(COUNTERS)
 _INT_BINS = 1
-_MAPPING = sketches.new_sketch()._mapping
-_VALUE_CACHE: dict[int, float] = {}
+_MAPPING = sketches.MAPPING
+_VALUES: dict[int, float] = {}      # bin key -> its value in _MAPPING
 
 
 @dataclass(slots=True)
@@ -473,30 +473,9 @@ class Window:
     ext: F64
 
     def quantiles(self, qs: Sequence[float]) -> F64:
-        """[n, len(qs)]: prefix.quantiles per series (DDSketch's rank rule on the running counts,
-        clamped to the exact min/max where both are known); NaN where there is none."""
-        n = len(self.hours)
-        out = np.full((n, len(qs)), np.nan)
-        if n == 0:
-            return out
-        running = np.cumsum(self.pos, axis=1)
-        count = running[:, -1] if running.shape[1] else np.zeros(n)
-        plain = ~((self.neg != 0).any(axis=1) | (self.zero != 0))
-        ok = plain & (count != 0)
-        values = bin_values(self.pos_lo, running.shape[1])
-        lo, hi = self.ext[:, 0], self.ext[:, 1]
-        clamp = ~(np.isnan(lo) | np.isnan(hi))
-        last = running.shape[1] - 1
-        for j, q in enumerate(qs):
-            rank = q * (count - 1)
-            idx = np.minimum((running <= rank[:, None]).sum(axis=1), max(last, 0))
-            v = values[idx] if len(values) else np.full(n, np.nan)
-            v = np.where(clamp, np.minimum(np.maximum(v, lo), hi), v)
-            out[:, j] = np.where(ok, v, np.nan)
-        for i in np.flatnonzero(~plain):      # negative or zero values: DDSketch's own path
-            got = self.sums(int(i)).rollup(_none(lo[i]), _none(hi[i]))
-            out[i] = [np.nan if (v := got.quantile(q)) is None else v for q in qs]
-        return out
+        """[n, len(qs)]: each series' quantiles by quantile_rows, clamped to its exact min/max."""
+        return quantile_rows(self.pos_lo, self.pos, self.neg_lo, self.neg, self.zero, qs, self.ext[:, 0],
+                             self.ext[:, 1])
 
     def sums(self, i: int) -> Sums:
         """Series i as Sums (trimmed bins), for what takes a sketch: the line comparison's merge."""
@@ -518,15 +497,71 @@ def _none(v: float) -> float | None:
 
 
 def bin_values(lo: int, width: int) -> F64:
-    """The value DDSketch gives each key lo … lo + width − 1 (the mapping's own, cached)."""
+    """The value DDSketch gives each key lo … lo + width − 1 in the default mapping (cached)."""
     out = np.empty(width)
     for j in range(width):
-        key = lo + j
-        v = _VALUE_CACHE.get(key)
+        v = _VALUES.get(lo + j)
         if v is None:
-            v = _VALUE_CACHE[key] = float(_MAPPING.value(key))
+            v = _VALUES[lo + j] = float(_MAPPING.value(lo + j))
         out[j] = v
     return out
 
 
-__all__ = ["Builder", "HourArrays", "Part", "Window", "bin_values", "combine", "decode", "decode_extremes"]
+def quantile_rows(pos_lo: int, pos: F64, neg_lo: int, neg: F64, zero: F64, qs: Sequence[float],
+                  lo: F64, hi: F64) -> F64:
+    """[rows, len(qs)]: DDSketch.get_quantile_value of each row's sketch (bins pos [rows, W] from key
+    pos_lo, neg likewise, the zero count), clamped to the row's exact [lo, hi] where both are known
+    (not NaN); NaN for a row without a count. DDSketch's rule: rank q·(count − 1); below the negative
+    store's count, the negated value of the first negative bin whose running count reaches
+    (its count − rank); then zero; else the value of the first positive bin whose running count
+    exceeds rank − zero − negatives. Running counts are the left-to-right sums DenseStore.key_at_rank
+    makes."""
+    rows = len(zero)
+    out = np.full((rows, len(qs)), np.nan)
+    if rows == 0:
+        return out
+    run_pos, run_neg = np.cumsum(pos, axis=1), np.cumsum(neg, axis=1)
+    n_pos = run_pos[:, -1] if pos.shape[1] else np.zeros(rows)
+    n_neg = run_neg[:, -1] if neg.shape[1] else np.zeros(rows)
+    count = zero + n_neg + n_pos
+    v_pos = bin_values(pos_lo, pos.shape[1])
+    v_neg = -bin_values(neg_lo, neg.shape[1])
+    clamp = ~(np.isnan(lo) | np.isnan(hi))
+    for j, q in enumerate(qs):
+        rank = q * (count - 1)
+        v = np.zeros(rows)
+        if pos.shape[1]:
+            at = (run_pos <= (rank - zero - n_neg)[:, None]).sum(axis=1)
+            v = v_pos[np.minimum(at, pos.shape[1] - 1)]
+        if neg.shape[1]:
+            # reversed rank + 1, as key_at_rank(lower=False) rounds it
+            at = (run_neg < ((n_neg - rank - 1) + 1)[:, None]).sum(axis=1)
+            v = np.where(rank < n_neg, v_neg[np.minimum(at, neg.shape[1] - 1)], v)
+        v = np.where((rank >= n_neg) & (rank < zero + n_neg), 0.0, v)
+        v = np.where(clamp, np.minimum(np.maximum(v, lo), hi), v)
+        out[:, j] = np.where(count != 0, v, np.nan)
+    return out
+
+
+def one_row(sums: Sums, lo: float | None, hi: float | None) -> Window:
+    """`sums` as a window of one series, its exact min/max `lo`, `hi`."""
+    ext = np.array([[np.nan if lo is None else lo, np.nan if hi is None else hi, np.nan, np.nan]])
+    return Window(np.array([sums.hours], np.int64), np.array([sums.c], np.float64),
+                  np.array([float(sums.zero)]), sums.pos_off, np.array([sums.pos], np.float64).reshape(1, -1),
+                  sums.neg_off, np.array([sums.neg], np.float64).reshape(1, -1), {}, ext)
+
+
+def quantiles(sums: Sums, qs: Sequence[float], lo: float | None, hi: float | None) -> list[float | None]:
+    """Rollup.quantile of `sums.rollup(lo, hi)` for each q, without building the sketch."""
+    return [_none(v) for v in one_row(sums, lo, hi).quantiles(qs)[0]]
+
+
+def figures(sums: Sums, lo: float | None, hi: float | None) -> dict[str, Any]:
+    """Rollup.figures of `sums.rollup(lo, hi)`, its quantiles by quantile_rows (no sketch built)."""
+    out = sums.rollup(lo, hi, sketch=False).figures()
+    out["rtt_p50_ms"], out["rtt_p95_ms"], out["rtt_p99_ms"] = quantiles(sums, (0.50, 0.95, 0.99), lo, hi)
+    return out
+
+
+__all__ = ["Builder", "HourArrays", "Part", "Window", "bin_values", "combine", "decode", "decode_extremes",
+           "figures", "one_row", "quantile_rows", "quantiles"]

@@ -23,7 +23,7 @@ from netprobe.store.prefix import COUNTERS, local_day, midnight
 from netprobe.store.reads import Source, utc
 
 F64 = npt.NDArray[np.float64]
-_MAPPING = sketches.new_sketch()._mapping
+_MAPPING = sketches.MAPPING
 _NC = len(COUNTERS)
 
 

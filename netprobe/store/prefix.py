@@ -20,12 +20,10 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
-from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from functools import reduce
-from itertools import accumulate
 from operator import add, sub
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -37,6 +35,7 @@ from ddsketch.store import DenseStore
 
 from netprobe.store import sketch as sketches
 from netprobe.store.rollups import HOUR, Rollup, hour_of
+from netprobe.store.sketch import add_bins, total_bins, trim
 
 LEVELS = 10                                   # 1, 2, 4, … 512 days
 FOLD_LAG = timedelta(hours=1)                 # an hour is folded once it has been over this long
@@ -44,52 +43,11 @@ COUNTERS = ("rounds", "error_rounds", "sent", "received", "duplicates", "loss_pc
              "rtt_sum", "rtt_count", "jitter_sum", "jitter_count")
 _INTS = frozenset(("rounds", "error_rounds", "sent", "received", "duplicates", "loss_rounds", "rtt_count",
                    "jitter_count"))
-_MAPPING = sketches.new_sketch()._mapping
-_VALUES: dict[int, float] = {}      # bin key -> its value, as _MAPPING gives it
+_MAPPING = sketches.MAPPING
 
 
 class ForeignSketch(ValueError):
     """An hour's sketch was written with another mapping: its bins cannot be added to ours."""
-
-
-def _bins_add(off_a: int, a: list[float], off_b: int, b: Sequence[float],
-              sign: float) -> tuple[int, list[float]]:
-    """a + sign·b, bin by bin (a is reused when b fits inside it). sign is ±1: a + (−1·x) is a − x
-    exactly, so map(sub) gives the same floats as adding the negated counts one by one."""
-    if not b:
-        return off_a, a
-    if not a:
-        return off_b, list(b) if sign > 0 else [-x for x in b]
-    lo, hi = min(off_a, off_b), max(off_a + len(a), off_b + len(b))
-    if lo != off_a or hi != off_a + len(a):
-        out = [0.0] * (hi - lo)
-        out[off_a - lo:off_a - lo + len(a)] = a
-    else:
-        out = a
-    i = off_b - lo
-    out[i:i + len(b)] = map(add if sign > 0 else sub, out[i:i + len(b)], b)
-    return lo, out
-
-
-def _total_bins(parts: Sequence[tuple[int, Sequence[float]]]) -> tuple[int, list[float]]:
-    if not parts:
-        return 0, []
-    lo = min(off for off, _ in parts)
-    out = [0.0] * (max(off + len(b) for off, b in parts) - lo)
-    for off, b in parts:
-        i = off - lo
-        out[i:i + len(b)] = map(add, out[i:i + len(b)], b)
-    return lo, out
-
-
-def _trim(off: int, bins: list[float]) -> tuple[int, list[float]]:
-    if not bins or (bins[0] and bins[-1]):
-        return off, bins
-    first = next((i for i, c in enumerate(bins) if c), len(bins))
-    last = len(bins)
-    while last > first and not bins[last - 1]:
-        last -= 1
-    return off + first, bins[first:last]
 
 
 @dataclass(slots=True)
@@ -119,9 +77,9 @@ class Sums:
                 raise ForeignSketch("sketch mapping differs")
             pos, neg = d["pos"], d["neg"]
             if pos["counts"]:
-                self.pos_off, self.pos = _bins_add(self.pos_off, self.pos, pos["offset"], pos["counts"], 1.0)
+                self.pos_off, self.pos = add_bins(self.pos_off, self.pos, pos["offset"], pos["counts"])
             if neg["counts"]:
-                self.neg_off, self.neg = _bins_add(self.neg_off, self.neg, neg["offset"], neg["counts"], 1.0)
+                self.neg_off, self.neg = add_bins(self.neg_off, self.neg, neg["offset"], neg["counts"])
             self.zero += d["zero"]
         if row.get("extras"):
             for name, (total, n) in orjson.loads(row["extras"]).items():
@@ -135,9 +93,9 @@ class Sums:
         self.hours = op(self.hours, other.hours)
         self.c = list(map(op, self.c, other.c))
         if other.pos:
-            self.pos_off, self.pos = _bins_add(self.pos_off, self.pos, other.pos_off, other.pos, sign)
+            self.pos_off, self.pos = add_bins(self.pos_off, self.pos, other.pos_off, other.pos, sign)
         if other.neg:
-            self.neg_off, self.neg = _bins_add(self.neg_off, self.neg, other.neg_off, other.neg, sign)
+            self.neg_off, self.neg = add_bins(self.neg_off, self.neg, other.neg_off, other.neg, sign)
         if other.zero:
             self.zero = op(self.zero, other.zero)
         for name, (total, n) in other.extras.items():
@@ -145,8 +103,8 @@ class Sums:
             slot[0] = op(slot[0], total)
             slot[1] = op(slot[1], n)
         if sign < 0:
-            self.pos_off, self.pos = _trim(self.pos_off, self.pos)
-            self.neg_off, self.neg = _trim(self.neg_off, self.neg)
+            self.pos_off, self.pos = trim(self.pos_off, self.pos)
+            self.neg_off, self.neg = trim(self.neg_off, self.neg)
             if self.extras:
                 self.extras = {k: v for k, v in self.extras.items() if v[1]}
 
@@ -156,8 +114,8 @@ class Sums:
         the same order), but each bin range laid out once."""
         columns = zip(*(p.c for p in parts), strict=True)
         out = cls(hours=sum(p.hours for p in parts), c=[reduce(add, col, 0.0) for col in columns])
-        out.pos_off, out.pos = _total_bins([(p.pos_off, p.pos) for p in parts if p.pos])
-        out.neg_off, out.neg = _total_bins([(p.neg_off, p.neg) for p in parts if p.neg])
+        out.pos_off, out.pos = total_bins([(p.pos_off, p.pos) for p in parts if p.pos])
+        out.neg_off, out.neg = total_bins([(p.neg_off, p.neg) for p in parts if p.neg])
         out.zero = reduce(add, (p.zero for p in parts), 0.0)
         for p in parts:
             for name, (total, n) in p.extras.items():
@@ -207,41 +165,6 @@ def _sketch(pos_off: int, pos: list[float], neg_off: int, neg: list[float], zero
     s: DDSketch = DDSketch.__new__(DDSketch)
     BaseDDSketch.__init__(s, _MAPPING, _store(pos_off, pos), _store(neg_off, neg), zero)
     return s
-
-
-def quantiles(sums: Sums, qs: Sequence[float], lo: float | None, hi: float | None) -> list[float | None]:
-    """Rollup.quantile of `sums.rollup(lo, hi)` for each q, without building the sketch: DDSketch's
-    own rule (rank q·(n−1), the first bin whose running count exceeds it, that bin's value), clamped.
-    The running counts are the same left-to-right sums, so the bins found are the same."""
-    if sums.neg or sums.zero:
-        r = sums.rollup(lo, hi)
-        return [r.quantile(q) for q in qs]
-    bins = sums.pos
-    if not bins:
-        return [None] * len(qs)
-    running = list(accumulate(bins))
-    count = running[-1]
-    if not count:
-        return [None] * len(qs)
-    out: list[float | None] = []
-    last = len(bins) - 1
-    for q in qs:
-        key = sums.pos_off + min(bisect_right(running, q * (count - 1)), last)
-        value = _VALUES.get(key)
-        if value is None:
-            value = _VALUES[key] = float(_MAPPING.value(key))
-        if lo is not None and hi is not None:
-            value = min(max(value, lo), hi)
-        out.append(value)
-    return out
-
-
-def figures(sums: Sums, lo: float | None, hi: float | None) -> dict[str, Any]:
-    """Rollup.figures of `sums.rollup(lo, hi)`, its quantiles by `quantiles` (no sketch built)."""
-    r = sums.rollup(lo, hi, sketch=False)
-    out = r.figures()
-    out["rtt_p50_ms"], out["rtt_p95_ms"], out["rtt_p99_ms"] = quantiles(sums, (0.50, 0.95, 0.99), lo, hi)
-    return out
 
 
 # -- min, max and the worst hour: what does not subtract ------------------------------------------------
@@ -487,4 +410,4 @@ def fold_until(now: datetime) -> datetime:
 __all__ = ["COUNTERS", "FOLD_LAG", "HOUR", "LEVELS", "Extremes", "Folder", "ForeignSketch", "PrefixRow",
            "Sums",
            "combine", "covers", "decode_level", "decode_sums", "encode_level", "encode_sums", "extremes_of",
-           "figures", "fold_until", "level_for", "local_day", "midnight", "quantiles"]
+           "fold_until", "level_for", "local_day", "midnight"]

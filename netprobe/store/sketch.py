@@ -1,6 +1,8 @@
 """DDSketch ⇄ compact JSON: the mapping's gamma/offset and each store's contiguous bins.
 
-Same content as ddsketch.pb (which would pull in protobuf), plus count/sum/min/max.
+Same content as ddsketch.pb (which would pull in protobuf), plus count/sum/min/max. And adding
+bins without a DDSketch (`add_bins`, `total_bins`, `trim`), for the writers and the fold; the rank rule
+on such bins is netprobe.store.hour_arrays.quantile_rows.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import reduce
-from operator import add
+from operator import add, sub
 from typing import Any
 
 import orjson
@@ -63,11 +65,8 @@ def add_all(sketch: DDSketch, values: Sequence[float]) -> None:
 
 
 def _store_to_json(store: DenseStore) -> dict[str, Any]:
-    bins: list[float] = store.bins
-    first = next((i for i, c in enumerate(bins) if c), len(bins))
-    last = next((i for i in range(len(bins) - 1, -1, -1) if bins[i]), -1)
-    counts = [_num(c) for c in bins[first:last + 1]]
-    return {"offset": store.offset + first, "counts": counts}
+    offset, bins = trim(store.offset, store.bins)
+    return {"offset": offset, "counts": [_num(c) for c in bins]}
 
 
 def _store_from_json(data: dict[str, Any], store: DenseStore) -> None:
@@ -124,7 +123,7 @@ def loads(text: str) -> DDSketch:
 # The write path builds one sketch per new hour row and merges into existing rows; a DDSketch (its
 # mapping, two stores growing bin by bin) costs far more than the few dozen samples of a round. Bins
 # holds exactly what dumps writes, computed as DDSketch would compute it, for the default mapping.
-_MAPPING = new_sketch()._mapping
+MAPPING = new_sketch()._mapping         # the default mapping, shared: it is never changed
 
 
 Count = int | float      # a bin's count as dumps writes it: an int when it is integral
@@ -164,13 +163,13 @@ def _counts(keys: list[int]) -> tuple[int, list[Count]]:
 
 # KeyMapping.key is int(ceil(log(v, 2) * multiplier) + offset): with the default mapping's offset of 0
 # that is the ceil itself (an int already), which spares a float addition and int() per sample.
-_ZERO_OFFSET = _MAPPING._offset == 0
+_ZERO_OFFSET = MAPPING._offset == 0
 
 
 def bins_of(values: Sequence[float]) -> Bins:
     """What `add_all(new_sketch(), values)` holds (values not empty): the same keys and counts, the sum
     added left to right, min and max."""
-    lowest, multiplier, offset = _MAPPING.min_possible, _MAPPING._multiplier, _MAPPING._offset
+    lowest, multiplier, offset = MAPPING.min_possible, MAPPING._multiplier, MAPPING._offset
     log, ceil = math.log, math.ceil
     lo, hi = min(values), max(values)
     if _ZERO_OFFSET:
@@ -186,19 +185,9 @@ def bins_of(values: Sequence[float]) -> Bins:
 
 
 def _bins_add(off_a: int, a: list[Count], off_b: int, b: list[Count]) -> tuple[int, list[Count]]:
-    """a + b by key (a's count first, as DenseStore.merge adds), trimmed of zeros at both ends."""
-    if not b:
-        return off_a, a
-    if not a:
-        return off_b, list(b)
-    lo, hi = min(off_a, off_b), max(off_a + len(a), off_b + len(b))
-    out: list[Count] = [0] * (hi - lo)
-    out[off_a - lo:off_a - lo + len(a)] = a
-    for i, c in enumerate(b, off_b - lo):
-        out[i] += c
-    first = next((i for i, c in enumerate(out) if c), len(out))
-    last = next((i for i in range(len(out) - 1, -1, -1) if out[i]), -1)
-    return lo + first, _plain(out[first:last + 1])
+    """a + b by key, trimmed, each count as dumps writes it."""
+    off, out = trim(*add_bins(off_a, a, off_b, b))
+    return off, _plain(out)
 
 
 def merge_bins(into: Bins, other: Bins) -> None:
@@ -228,9 +217,8 @@ def _store_bins(data: Any) -> tuple[int, list[Count]] | None:
     counts = data["counts"]
     if not all(type(c) is int or (type(c) is float and math.isfinite(c)) for c in counts):
         return None
-    first = next((i for i, c in enumerate(counts) if c), len(counts))
-    last = next((i for i in range(len(counts) - 1, -1, -1) if counts[i]), -1)
-    return data["offset"] + first, _plain(counts[first:last + 1])
+    offset, counts = trim(data["offset"], counts)
+    return offset, _plain(counts)
 
 
 def _finite(value: Any) -> float | None:
@@ -246,8 +234,8 @@ def bins_from_text(text: str) -> Bins | None:
         data = orjson.loads(text)
     except orjson.JSONDecodeError:
         return None
-    if type(data) is not dict or data.get("v") != FORMAT or data.get("gamma") != _MAPPING.gamma \
-            or data.get("index_offset") != _MAPPING._offset:
+    if type(data) is not dict or data.get("v") != FORMAT or data.get("gamma") != MAPPING.gamma \
+            or data.get("index_offset") != MAPPING._offset:
         return None
     pos, neg = _store_bins(data.get("pos")), _store_bins(data.get("neg"))
     figures = [_finite(data.get(k)) for k in ("zero", "count", "sum", "min", "max")]
@@ -263,8 +251,8 @@ def bins_text(bins: Bins) -> str:
     is not finite goes through dumps' json module, as it always did)."""
     data = {
         "v": FORMAT,
-        "gamma": _MAPPING.gamma,
-        "index_offset": _MAPPING._offset,
+        "gamma": MAPPING.gamma,
+        "index_offset": MAPPING._offset,
         "pos": {"offset": bins.pos_off if bins.pos else 0, "counts": bins.pos},
         "neg": {"offset": bins.neg_off if bins.neg else 0, "counts": bins.neg},
         "zero": _num(bins.zero),
@@ -295,3 +283,48 @@ def positive_bins(sketch: DDSketch) -> list[tuple[float, float]]:
     """The sketch's positive values as (the value DDSketch gives the bin, count), ascending."""
     store, mapping = sketch._store, sketch._mapping
     return [(float(mapping.value(store.offset + i)), float(c)) for i, c in enumerate(store.bins) if c]
+
+
+# -- the arithmetic on bins -------------------------------------------------------------------------
+# A store's bins are (first key, counts of the keys from it on). Counts add as DenseStore.merge adds
+# them (a's count first); a subtraction (a report's later days = all days − the days before) is
+# adding −1·b, which map(sub) gives exactly.
+def add_bins(off_a: int, a: list[Any], off_b: int, b: Sequence[Any],
+             sign: float = 1.0) -> tuple[int, list[Any]]:
+    """a + sign·b bin by bin, sign ±1; `a` itself is reused (changed) when b fits inside it."""
+    if not b:
+        return off_a, a
+    if not a:
+        return off_b, list(b) if sign > 0 else [-x for x in b]
+    lo, hi = min(off_a, off_b), max(off_a + len(a), off_b + len(b))
+    if lo != off_a or hi != off_a + len(a):
+        out = [0] * (hi - lo)
+        out[off_a - lo:off_a - lo + len(a)] = a
+    else:
+        out = a
+    i = off_b - lo
+    out[i:i + len(b)] = map(add if sign > 0 else sub, out[i:i + len(b)], b)
+    return lo, out
+
+
+def total_bins(parts: Sequence[tuple[int, Sequence[float]]]) -> tuple[int, list[float]]:
+    """The parts added in order, as add_bins one by one onto nothing, the key range laid out once."""
+    if not parts:
+        return 0, []
+    lo = min(off for off, _ in parts)
+    out = [0.0] * (max(off + len(b) for off, b in parts) - lo)
+    for off, b in parts:
+        i = off - lo
+        out[i:i + len(b)] = map(add, out[i:i + len(b)], b)
+    return lo, out
+
+
+def trim(off: int, bins: list[Any]) -> tuple[int, list[Any]]:
+    """Without the zero counts at either end (all zero: no bins, the offset past them)."""
+    if not bins or (bins[0] and bins[-1]):
+        return off, bins
+    first = next((i for i, c in enumerate(bins) if c), len(bins))
+    last = len(bins)
+    while last > first and not bins[last - 1]:
+        last -= 1
+    return off + first, bins[first:last]

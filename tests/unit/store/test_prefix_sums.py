@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from netprobe.store import sketch as sketches
-from netprobe.store.prefix import Sums, figures, quantiles
+from netprobe.store.hour_arrays import figures, quantiles
+from netprobe.store.prefix import Sums
 from netprobe.store.rollups import Rollup
 
 

@@ -19,50 +19,13 @@ import numpy.typing as npt
 import orjson
 
 from netprobe.store import sketch as sketches
-from netprobe.store.prefix import COUNTERS, SUMS_HEAD, SUMS_MAGIC, ForeignSketch, Sums, extremes_of
+from netprobe.store.prefix import COUNTERS, SUMS_HEAD, SUMS_MAGIC, Sums, extremes_of
 
 F64 = npt.NDArray[np.float64]
 NC = len(COUNTERS)
 _INT_BINS = 1
 _MAPPING = sketches.MAPPING
 _VALUES: dict[int, float] = {}      # bin key -> its value in _MAPPING
-
-
-@dataclass(slots=True)
-class Part:
-    """One stored prefix row's sums, decoded: arrays over the 24 local hours of day."""
-
-    hours: npt.NDArray[np.int64]        # [24]
-    c: F64                              # [24, NC]
-    zero: F64                           # [24]
-    extras: dict[str, F64]              # name -> [24, 2] (total, n)
-    spans: npt.NDArray[np.int32]        # [24, 4]: pos offset, pos length, neg offset, neg length
-    pos: F64                            # the pos bins of hours 0–23 back to back
-    neg: F64
-
-
-def decode(data: bytes) -> Part:
-    magic, flags, nc, ne, nlen = SUMS_HEAD.unpack_from(data)
-    if magic != SUMS_MAGIC or nc != NC:
-        raise ValueError("not a prefix sums payload of this version")
-    at = SUMS_HEAD.size
-    names = _names(data[at:at + nlen]) if nlen else ()
-    at += nlen
-    hours = np.frombuffer(data, "<i8", 24, at)
-    at += 8 * 24
-    c = np.frombuffer(data, "<f8", 24 * nc, at).reshape(24, nc)
-    at += 8 * 24 * nc
-    zero = np.frombuffer(data, "<f8", 24, at)
-    at += 8 * 24
-    ex = np.frombuffer(data, "<f8", 24 * ne * 2, at).reshape(24, ne, 2)
-    at += 8 * 24 * ne * 2
-    spans = np.frombuffer(data, "<i4", 96, at).reshape(24, 4)
-    at += 4 * 96
-    n_pos, n_neg = int(spans[:, 1].sum()), int(spans[:, 3].sum())
-    dtype = "<i4" if flags & _INT_BINS else "<f8"
-    bins = np.frombuffer(data, dtype, n_pos + n_neg, at).astype(np.float64)
-    return Part(hours, c, zero, {n: ex[:, i, :] for i, n in enumerate(names)}, spans, bins[:n_pos],
-                bins[n_pos:])
 
 
 _NAMES: dict[bytes, tuple[str, ...]] = {}
@@ -115,22 +78,14 @@ class Builder:
     after them; build() lays them out as HourArrays, every series' parts at once."""
 
     def __init__(self) -> None:
-        self.parts: dict[float, list[tuple[str, Part]]] = {1.0: [], -1.0: []}
         self.payloads: dict[float, list[tuple[str, bytes]]] = {1.0: [], -1.0: []}
-        self.levels: list[tuple[str, F64]] = []
         self.stored_levels: list[tuple[str, bytes | None]] = []
         self.rows: list[tuple[str, int, Mapping[str, Any], _Bins | None]] = []
 
-    def add_part(self, target: str, part: Part, sign: float) -> None:
-        self.parts[1.0 if sign > 0 else -1.0].append((target, part))
-
     def add_payload(self, target: str, data: bytes, sign: float) -> None:
         """A stored prefix row's sums as read: decoded in build() with every other payload of its
-        layout at once (decode() per row was a large part of a fleet report's time)."""
+        layout at once (a decode per row was a large part of a fleet report's time)."""
         self.payloads[1.0 if sign > 0 else -1.0].append((target, data))
-
-    def add_extremes(self, target: str, level: F64) -> None:
-        self.levels.append((target, level))
 
     def add_stored_extremes(self, target: str, data: bytes | None) -> None:
         """A sparse-table level as stored (decode_extremes'): read in build() with all the others in
@@ -144,31 +99,27 @@ class Builder:
     def build(self, only: Sequence[int] | None = None) -> HourArrays:
         """`only`: the hours of day wanted (a series without hours in them is left out; the other
         hours' bins are left out too, so only windows within `only` may be taken)."""
-        targets = sorted({t for ps in self.parts.values() for t, _ in ps} | {t for t, *_ in self.rows}
-                         | {t for ps in self.payloads.values() for t, _ in ps} | {t for t, _ in self.levels}
+        targets = sorted({t for t, *_ in self.rows} | {t for ps in self.payloads.values() for t, _ in ps}
                          | {t for t, _ in self.stored_levels})
         at = {t: i for i, t in enumerate(targets)}
         n = len(targets)
         hours = None if only is None else sorted(set(only))
         batches = {sign: _decode_many([d for _, d in ps]) for sign, ps in self.payloads.items()}
-        spans = [np.stack([p.spans for _, p in ps]).astype(np.int64) for ps in self.parts.values() if ps]
-        spans += [b.spans if hours is None else b.spans[:, hours] for bs in batches.values() for _, b in bs]
+        spans = [b.spans if hours is None else b.spans[:, hours] for bs in batches.values() for _, b in bs]
         pos_lo, pos_hi, neg_lo, neg_hi = _ranges(spans, [b for *_, b in self.rows if b is not None])
         a = HourArrays(targets, np.zeros((n, 24), np.int64), np.zeros((n, 24, NC)), np.zeros((n, 24)),
                        pos_lo, np.zeros((n, 24, pos_hi - pos_lo)), neg_lo, np.zeros((n, 24, neg_hi - neg_lo)),
                        {}, np.full((n, 24, 4), np.nan), None if hours is None else frozenset(hours))
         # each series' sums at its last day, where nothing came before them, are laid down, not added
         added = self.payloads[1.0]
-        fresh = not self.parts[1.0] and len({t for t, _ in added}) == len(added)
-        for sign, parts in self.parts.items():
-            if parts:
-                _add_parts(a, [at[t] for t, _ in parts], [p for _, p in parts], sign)
+        fresh = len({t for t, _ in added}) == len(added)
+        for sign in (1.0, -1.0):
             for members, batch in batches[sign]:
                 series = np.asarray([at[self.payloads[sign][k][0]] for k in members], np.intp)
                 _add_batch(a, series, batch, sign, hours, fresh and sign > 0)
         for slot in a.extras.values():      # an extra no round had is none (Sums.add drops it)
             slot[slot[..., 1] == 0, 0] = 0.0
-        a.ext = _levels(a.ext, at, self.levels, self.stored_levels)
+        a.ext = _levels(a.ext, at, self.stored_levels)
         _add_rows(a, [(at[t], h, row, bins) for t, h, row, bins in self.rows])
         keep = (a.hours[:, list(only)] if only is not None else a.hours).any(axis=1)
         return a if keep.all() else a.take(np.flatnonzero(keep))
@@ -177,20 +128,16 @@ class Builder:
 _NO_LEVEL = np.full(96, np.nan).astype("<f8").tobytes()   # a row without that level
 
 
-def _levels(ext: F64, at: Mapping[str, int], levels: Sequence[tuple[str, F64]],
-            stored: Sequence[tuple[str, bytes | None]] = ()) -> F64:
-    """ext combined with every series' levels, in the order added: the k-th level of each series
-    in one step."""
-    if not levels and not stored:
+def _levels(ext: F64, at: Mapping[str, int], stored: Sequence[tuple[str, bytes | None]]) -> F64:
+    """ext combined with every series' stored levels, in the order added: the k-th level of each
+    series in one step."""
+    if not stored:
         return ext
-    parts = [np.stack([level for _, level in levels])] if levels else []
-    if stored:
-        raw = b"".join(data or _NO_LEVEL for _, data in stored)
-        parts.append(np.frombuffer(raw, "<f8").reshape(len(stored), 24, 4)
-                     if len(raw) == len(stored) * _LEVEL_BYTES     # else some level is longer: its head
-                     else np.stack([decode_extremes(data) for _, data in stored]))
-    every = parts[0] if len(parts) == 1 else np.concatenate(parts)
-    series = [at[t] for t, _ in levels] + [at[t] for t, _ in stored]
+    raw = b"".join(data or _NO_LEVEL for _, data in stored)
+    every = (np.frombuffer(raw, "<f8").reshape(len(stored), 24, 4)
+             if len(raw) == len(stored) * _LEVEL_BYTES     # else some level is longer: its head
+             else np.stack([decode_extremes(data) for _, data in stored]))
+    series = [at[t] for t, _ in stored]
     seen: dict[int, int] = {}
     nth = []
     for i in series:
@@ -202,33 +149,6 @@ def _levels(ext: F64, at: Mapping[str, int], levels: Sequence[tuple[str, F64]],
         mine = rank == k
         ext[idx[mine]] = combine(ext[idx[mine]], every[mine])
     return ext
-
-
-def _add_parts(a: HourArrays, series: list[int], parts: list[Part], sign: float) -> None:
-    """Each part into its series (each series once per call): counters, zero, extras, and the bins,
-    all parts' bins in one scatter."""
-    idx = np.asarray(series, np.intp)
-    if len(set(series)) != len(series):          # not how readers call it; keep it right anyway
-        for i, p in zip(series, parts, strict=True):
-            _add_parts(a, [i], [p], sign)
-        return
-    op = np.add if sign > 0 else np.subtract
-    a.hours[idx] = op(a.hours[idx], np.stack([p.hours for p in parts]))
-    a.c[idx] = op(a.c[idx], np.stack([p.c for p in parts]))
-    a.zero[idx] = op(a.zero[idx], np.stack([p.zero for p in parts]))
-    for name in sorted({k for p in parts for k in p.extras}):
-        slot = a.extras.get(name)
-        if slot is None:
-            slot = a.extras[name] = np.zeros((len(a.targets), 24, 2))
-        have = [k for k, p in enumerate(parts) if name in p.extras]
-        rows = idx[have]
-        slot[rows] = op(slot[rows], np.stack([parts[k].extras[name] for k in have]))
-    spans = np.stack([p.spans for p in parts]).astype(np.int64)       # [P, 24, 4]
-    for col, into, lo, vals in ((0, a.pos, a.pos_lo, [p.pos for p in parts]),
-                                (2, a.neg, a.neg_lo, [p.neg for p in parts])):
-        width = into.shape[2]
-        base = ((idx[:, None] * 24 + np.arange(24)[None, :]) * width + spans[:, :, col] - lo).reshape(-1)
-        _scatter(into, base, spans[:, :, col + 1].reshape(-1), vals, op)
 
 
 @dataclass(slots=True)
@@ -245,7 +165,7 @@ class _Batch:
 
 
 def _decode_many(datas: Sequence[bytes]) -> list[tuple[list[int], _Batch]]:
-    """decode() of many payloads in a few NumPy steps per layout instead of a dozen per payload: the
+    """Many payloads decoded in a few NumPy steps per layout instead of a dozen per payload: the
     fixed part of each (hours, counters, zero, extras, spans) read as one structured array, the bins
     of all of them as one array. (Indexes into `datas`, the batch) per layout."""
     groups: dict[bytes, list[int]] = {}
@@ -366,12 +286,7 @@ def _add_rows(a: HourArrays, rows: Sequence[tuple[int, int, Mapping[str, Any], _
 
 def _bins(text: str) -> _Bins:
     """A stored sketch's bins, read as Sums.add_row reads them."""
-    d = orjson.loads(text)
-    if d.get("v") != sketches.FORMAT or d["gamma"] != _MAPPING.gamma or d["index_offset"] != _MAPPING._offset:
-        raise ForeignSketch("sketch mapping differs")
-    pos, neg = d["pos"], d["neg"]
-    return _Bins(pos["offset"] if pos["counts"] else 0, pos["counts"],
-                 neg["offset"] if neg["counts"] else 0, neg["counts"], d["zero"])
+    return _Bins(*sketches.stored_bins(orjson.loads(text)))
 
 
 def _ranges(spans: Sequence[npt.NDArray[np.int64]], rows: Iterable[_Bins]) -> tuple[int, int, int, int]:
@@ -563,5 +478,5 @@ def figures(sums: Sums, lo: float | None, hi: float | None) -> dict[str, Any]:
     return out
 
 
-__all__ = ["Builder", "HourArrays", "Part", "Window", "bin_values", "combine", "decode", "decode_extremes",
+__all__ = ["Builder", "HourArrays", "Window", "bin_values", "combine", "decode_extremes",
            "figures", "one_row", "quantile_rows", "quantiles"]

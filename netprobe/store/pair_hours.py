@@ -23,7 +23,6 @@ from netprobe.store.prefix import COUNTERS, local_day, midnight
 from netprobe.store.reads import Source, utc
 
 F64 = npt.NDArray[np.float64]
-_MAPPING = sketches.MAPPING
 _NC = len(COUNTERS)
 
 
@@ -204,12 +203,10 @@ def _decode(rows: Sequence[tuple[object, ...]]) -> HourSeries:
     neg = _Runs()
     with_sketch = [i for i, t in enumerate(texts) if t]
     docs = orjson.loads("[" + ",".join([str(texts[i]) for i in with_sketch]) + "]") if with_sketch else []
-    gamma, offset = _MAPPING.gamma, _MAPPING._offset
     for i, d in zip(with_sketch, docs, strict=True):
-        if d.get("v") == sketches.FORMAT and d.get("gamma") == gamma and d.get("index_offset") == offset:
-            p, q, z = d["pos"], d["neg"], d["zero"]
-            p_off, p_counts, n_off, n_counts = p["offset"], p["counts"], q["offset"], q["counts"]
-        else:
+        try:
+            p_off, p_counts, n_off, n_counts, z = sketches.stored_bins(d)
+        except sketches.ForeignSketch:
             p_off, p_counts, n_off, n_counts, z = _foreign(str(texts[i]))
         if p_counts:
             pos.add(i, p_off, p_counts)
@@ -274,7 +271,7 @@ def _foreign(text: str) -> tuple[int, list[float], int, list[float], float]:
         keys: dict[int, float] = {}
         for j, count in enumerate(store.bins):
             if count:
-                key = _MAPPING.key(foreign._mapping.value(store.offset + j))
+                key = sketches.MAPPING.key(foreign._mapping.value(store.offset + j))
                 keys[key] = keys.get(key, 0.0) + count
         if not keys:
             out.append((0, []))

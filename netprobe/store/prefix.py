@@ -35,7 +35,7 @@ from ddsketch.store import DenseStore
 
 from netprobe.store import sketch as sketches
 from netprobe.store.rollups import HOUR, Rollup, hour_of
-from netprobe.store.sketch import add_bins, total_bins, trim
+from netprobe.store.sketch import add_bins, stored_bins, total_bins, trim
 
 LEVELS = 10                                   # 1, 2, 4, … 512 days
 FOLD_LAG = timedelta(hours=1)                 # an hour is folded once it has been over this long
@@ -43,11 +43,6 @@ COUNTERS = ("rounds", "error_rounds", "sent", "received", "duplicates", "loss_pc
              "rtt_sum", "rtt_count", "jitter_sum", "jitter_count")
 _INTS = frozenset(("rounds", "error_rounds", "sent", "received", "duplicates", "loss_rounds", "rtt_count",
                    "jitter_count"))
-_MAPPING = sketches.MAPPING
-
-
-class ForeignSketch(ValueError):
-    """An hour's sketch was written with another mapping: its bins cannot be added to ours."""
 
 
 @dataclass(slots=True)
@@ -71,16 +66,10 @@ class Sums:
             c[i] += row[name]
         text = row["sketch"]
         if text:
-            d = orjson.loads(text)
-            if d.get("v") != sketches.FORMAT or d["gamma"] != _MAPPING.gamma \
-                    or d["index_offset"] != _MAPPING._offset:
-                raise ForeignSketch("sketch mapping differs")
-            pos, neg = d["pos"], d["neg"]
-            if pos["counts"]:
-                self.pos_off, self.pos = add_bins(self.pos_off, self.pos, pos["offset"], pos["counts"])
-            if neg["counts"]:
-                self.neg_off, self.neg = add_bins(self.neg_off, self.neg, neg["offset"], neg["counts"])
-            self.zero += d["zero"]
+            p_off, p, n_off, n, zero = stored_bins(orjson.loads(text))
+            self.pos_off, self.pos = add_bins(self.pos_off, self.pos, p_off, p)
+            self.neg_off, self.neg = add_bins(self.neg_off, self.neg, n_off, n)
+            self.zero += zero
         if row.get("extras"):
             for name, (total, n) in orjson.loads(row["extras"]).items():
                 slot = self.extras.setdefault(name, [0.0, 0])
@@ -163,7 +152,7 @@ def _store(off: int, bins: list[float]) -> DenseStore:
 def _sketch(pos_off: int, pos: list[float], neg_off: int, neg: list[float], zero: float) -> DDSketch:
     # The one mapping, shared (it is never changed): building a mapping per sketch was most of the cost.
     s: DDSketch = DDSketch.__new__(DDSketch)
-    BaseDDSketch.__init__(s, _MAPPING, _store(pos_off, pos), _store(neg_off, neg), zero)
+    BaseDDSketch.__init__(s, sketches.MAPPING, _store(pos_off, pos), _store(neg_off, neg), zero)
     return s
 
 
@@ -407,7 +396,7 @@ def fold_until(now: datetime) -> datetime:
     return hour_of(now - FOLD_LAG)
 
 
-__all__ = ["COUNTERS", "FOLD_LAG", "HOUR", "LEVELS", "Extremes", "Folder", "ForeignSketch", "PrefixRow",
+__all__ = ["COUNTERS", "FOLD_LAG", "HOUR", "LEVELS", "Extremes", "Folder", "PrefixRow",
            "Sums",
            "combine", "covers", "decode_level", "decode_sums", "encode_level", "encode_sums", "extremes_of",
            "fold_until", "level_for", "local_day", "midnight"]

@@ -16,7 +16,6 @@ from netprobe.store.prefix import (
     LEVELS,
     Extremes,
     Folder,
-    ForeignSketch,
     PrefixRow,
     decode_level,
     decode_sums,
@@ -29,6 +28,7 @@ from netprobe.store.prefix import (
 from netprobe.store.prefix_read import REFOLD
 from netprobe.store.rollups import hour_of
 from netprobe.store.schema import agents, rollups_hourly, rollups_prefix, store_meta
+from netprobe.store.sketch import ForeignSketch
 from netprobe.times import zone_of
 
 _P = rollups_prefix.c

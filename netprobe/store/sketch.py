@@ -120,13 +120,28 @@ def loads(text: str) -> DDSketch:
 
 
 # -- a sketch as its stored content, without a DDSketch ----------------------------------------------
+Count = int | float      # a bin's count as dumps writes it: an int when it is integral
+
+
+class ForeignSketch(ValueError):
+    """A stored sketch was written with another mapping: its bins cannot be added to ours."""
+
+
+def stored_bins(d: dict[str, Any]) -> tuple[int, list[Count], int, list[Count], float]:
+    """A parsed stored sketch's bins as the readers add them: positive store's first key and
+    counts, the negative store's, the zero count (a store without counts at key 0)."""
+    if d.get("v") != FORMAT or d.get("gamma") != MAPPING.gamma or d.get("index_offset") != MAPPING._offset:
+        raise ForeignSketch("sketch mapping differs")
+    pos, neg = d["pos"], d["neg"]
+    return (pos["offset"] if pos["counts"] else 0, pos["counts"], neg["offset"] if neg["counts"] else 0,
+            neg["counts"], d["zero"])
+
 # The write path builds one sketch per new hour row and merges into existing rows; a DDSketch (its
 # mapping, two stores growing bin by bin) costs far more than the few dozen samples of a round. Bins
 # holds exactly what dumps writes, computed as DDSketch would compute it, for the default mapping.
 MAPPING = new_sketch()._mapping         # the default mapping, shared: it is never changed
 
 
-Count = int | float      # a bin's count as dumps writes it: an int when it is integral
 
 
 @dataclass(slots=True)

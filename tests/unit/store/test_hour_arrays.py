@@ -102,12 +102,11 @@ def test_window_figures_equal_the_sums(seed: int) -> None:
     want: list[tuple[dict[int, Sums], dict[int, Extremes]]] = []
     for i, (rows, old) in enumerate(zip(series, before, strict=True)):
         t = f"t{i}"
-        builder.add_part(t, arrays.decode(encode_sums(_sums(rows))), 1.0)
-        builder.add_part(t, arrays.decode(encode_sums(_sums(old))), -1.0)
+        builder.add_payload(t, encode_sums(_sums(rows)), 1.0)
+        builder.add_payload(t, encode_sums(_sums(old)), -1.0)
         newer = rows[len(old):]
         ext = _extremes(newer)
-        builder.add_extremes(t, np.array([[np.nan if v is None else v for v in ext.get(h, [None] * 4)]
-                                          for h in range(24)]))
+        builder.add_stored_extremes(t, encode_level(ext))
         sums = _sums(rows)
         for h, s in _sums(old).items():
             sums[h].add(s, -1.0)
@@ -166,37 +165,38 @@ def test_combine_is_prefix_combine() -> None:
 
 
 @pytest.mark.parametrize("only", [None, (20, 21, 22, 3, 4, 5)])
-def test_payloads_decoded_together_are_the_parts_added_one_by_one(only: tuple[int, ...] | None) -> None:
-    """Builder.add_payload (every payload of a layout decoded at once, the bins of `only` alone) gives
-    the arrays add_part(decode()) gives, to the bit: layouts with and without extras, int and float bins."""
+def test_payloads_decoded_together_are_the_sums_the_fold_wrote(only: tuple[int, ...] | None) -> None:
+    """Builder.add_payload (every payload of a layout decoded at once, the bins of `only` alone) gives,
+    to the bit, each series' stored Sums minus the row before, as Sums.add subtracts them: layouts with
+    and without extras, int and float bins."""
     rng = np.random.default_rng(5)
-    one, together = arrays.Builder(), arrays.Builder()
+    builder = arrays.Builder()
+    want: list[dict[int, Sums]] = []
     for i in range(7):
         rows = _series(rng, 3, extras=i % 3 == 0)
         old = rows[:int(rng.integers(0, 40))]
         sums, before = _sums(rows), _sums(old)
         if i == 4:
             sums[21].pos = [x + 0.25 for x in sums[21].pos]       # not integral: float64 bins
-        for builder in (one, together):
-            for part, sign in ((encode_sums(sums), 1.0), (encode_sums(before), -1.0)):
-                if builder is one:
-                    builder.add_part(f"t{i}", arrays.decode(part), sign)
-                else:
-                    builder.add_payload(f"t{i}", part, sign)
-    a, b = one.build(only), together.build(only)
-    assert a.targets == b.targets and b.only == (None if only is None else frozenset(only))
-    hours = list(only or range(24))
-    for name in ("hours", "c", "zero", "ext"):
-        assert np.array_equal(getattr(a, name)[:, hours], getattr(b, name)[:, hours], equal_nan=True), name
-    assert sorted(a.extras) == sorted(b.extras)
-    for name in a.extras:
-        assert np.array_equal(a.extras[name][:, hours], b.extras[name][:, hours])
-    for lo, x, y in ((a.pos_lo - b.pos_lo, a.pos, b.pos), (a.neg_lo - b.neg_lo, a.neg, b.neg)):
-        assert lo <= 0                    # b's range covers the wanted hours only: within a's
-        assert np.array_equal(x[:, hours, -lo:-lo + y.shape[2]], y[:, hours])
-        assert x[:, hours].sum() == y[:, hours].sum()
-    wa, wb = a.window(hours), b.window(hours)
-    assert np.array_equal(wa.quantiles((0.05, 0.5, 0.99)), wb.quantiles((0.05, 0.5, 0.99)), equal_nan=True)
+        for part, sign in ((encode_sums(sums), 1.0), (encode_sums(before), -1.0)):
+            builder.add_payload(f"t{i}", part, sign)
+        stored = decode_sums(encode_sums(sums))
+        for h, s in decode_sums(encode_sums(before)).items():
+            stored[h].add(s, -1.0)
+        want.append(stored)
+    b = builder.build(only)
+    assert b.targets == [f"t{i}" for i in range(7)] and b.only == (None if only is None else frozenset(only))
+    for i, stored in enumerate(want):
+        for h in only or range(24):
+            s = stored.get(h, Sums())
+            assert int(b.hours[i, h]) == s.hours and b.c[i, h].tolist() == s.c and b.zero[i, h] == s.zero
+            for name, slot in b.extras.items():
+                assert slot[i, h].tolist() == s.extras.get(name, [0.0, 0]), name
+            for lo, got, off, bins in ((b.pos_lo, b.pos, s.pos_off, s.pos),
+                                       (b.neg_lo, b.neg, s.neg_off, s.neg)):
+                row = np.zeros(got.shape[2])
+                row[off - lo:off - lo + len(bins)] = bins
+                assert np.array_equal(got[i, h], row)
     if only is not None:
         with pytest.raises(AssertionError):
             b.window((0,))

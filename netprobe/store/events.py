@@ -54,13 +54,6 @@ class PathEvent:
                 "details": self.details}
 
 
-@dataclass(frozen=True, slots=True)
-class StoredPathEvent(PathEvent):
-    """A route event as Store.path_events reads it back: with its row id (insertion order)."""
-
-    id: int
-
-
 def route_of_envelope(env: Envelope) -> Route | None:
     """The route of a usable round being stored, from its typed result (its probe's route_of); None
     for another probe, a result in error, a destination not reached, or no usable path hash."""

@@ -25,8 +25,6 @@ from netprobe.store.routes import _HASH_MAX, Route, route_of, route_probes
 from netprobe.store.schema import path_changes, probe_results
 
 PATH_CHANGE = "path_change"
-LINE_MISMATCH = "line_mismatch"
-RETURN_LINE_MISMATCH = "return_line_mismatch"
 _PAGE = 32                               # stored rows read at a time while looking for the previous route
 _FIRST_PAGE = 2                          # ... at first: usually the newest one before the batch is it
 _LABEL_MAX = 32                          # path_changes.label

@@ -19,11 +19,12 @@ from netprobe.probes.mtr.runtime import MtrResult
 from netprobe.probes.results import envelope
 from netprobe.probes.rmtr.runtime import RmtrResult
 from netprobe.stats import jitter, loss_pct, rtt_stats
-from netprobe.store import LINE_MISMATCH, PATH_CHANGE, Store, open_store
-from netprobe.store.events import RETURN_LINE_MISMATCH
+from netprobe.store import PATH_CHANGE, Store, open_store
 from tests.support.store import AGENT, TARGET, StoredPathEvent, icmp_envelope, path_events, typed
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+# the mismatch kinds the mtr and rmtr specs declare (ProbeSpec.mismatch_kind)
+LINE_MISMATCH, RETURN_LINE_MISMATCH = "line_mismatch", "return_line_mismatch"
 
 
 class Trace(NamedTuple):

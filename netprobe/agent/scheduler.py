@@ -92,9 +92,6 @@ class ProbeScheduler:
                                 args=(target, probe, settings), id=job_id, name=job_id,
                                 replace_existing=True, next_run_time=first)
 
-    def job_ids(self) -> list[str]:
-        return sorted(j.id for j in self._sched.get_jobs())
-
     async def run_once(self, target: ProbeTarget, probe: str, settings: ProbeSettings) -> ProbeResult:
         """One round under the scheduler's timeout; a run that overstays becomes an error result."""
         spec = REGISTRY[probe]

@@ -607,11 +607,3 @@ def _gpu_budgets(batch: _Batch) -> list[float | None]:
 # -- one case ------------------------------------------------------------------------------------------
 def attainment_pct(rtt: Dist, loss: float, server: Server, m: SloModel) -> float:
     return float(attainments(Rtts.of([rtt]), [loss], [server], m)[0])
-
-
-def outcome(rtt: Dist, loss: float, server: Server, m: SloModel) -> Outcome:
-    return outcomes(Rtts.of([rtt]), [loss], [server], m)[0]
-
-
-def gpu_budget_at(rtt: Dist, loss: float, server: Server, m: SloModel) -> float | None:
-    return outcome(rtt, loss, server, m).gpu_budget_at_pct_ms

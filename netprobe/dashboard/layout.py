@@ -1,4 +1,4 @@
-"""The page shell every view shares: inline CSS, the navigation, the span selector, and safe links."""
+"""The page shell every view shares: inline CSS, the navigation, and safe links."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from collections.abc import Iterable
 from html import escape
 from urllib.parse import quote
 
-SPANS = (1, 7, 30, 90)           # days the span selector offers
 DEFAULT_DAYS = 7
 MIN_DAYS, MAX_DAYS = 1, 90
 
@@ -37,14 +36,6 @@ def href(base: str, *parts: str, days: int | None = None) -> str:
 
 def target_href(base: str, agent_id: str, target_id: str, days: int = DEFAULT_DAYS) -> str:
     return href(base, "target", agent_id, target_id, days=days)
-
-
-def span_links(base: str, parts: Iterable[str], current: int) -> str:
-    """The span selector: plain links, the current span marked."""
-    path = tuple(parts)
-    links = [f'<a href="{e(href(base, *path, days=d))}"{" class=here" if d == current else ""}>'
-             f'{d} day{"s" * (d != 1)}</a>' for d in SPANS]
-    return f'<p class="spans">Span: {" ".join(links)}</p>'
 
 
 def page(title: str, body: str, base: str, here: str) -> str:

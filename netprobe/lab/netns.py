@@ -41,10 +41,6 @@ def entered(namespace: str) -> Iterator[None]:
         os.close(home)
 
 
-def exists(namespace: str) -> bool:
-    return (NETNS_DIR / namespace).exists()
-
-
 def list_namespaces() -> list[str]:
     try:
         return sorted(p.name for p in NETNS_DIR.iterdir())

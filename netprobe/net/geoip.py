@@ -77,9 +77,6 @@ class GeoIP:
         """GeoInfo of `address`; all None for private, unknown or malformed addresses. Never raises."""
         return self._cached(address)
 
-    def cache_info(self) -> functools._CacheInfo:
-        return self._cached.cache_info()
-
     def close(self) -> None:
         for part in (self._asn, self._city):
             if part is not None:

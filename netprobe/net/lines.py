@@ -105,7 +105,6 @@ DEFAULT_RULES: tuple[LineRule, ...] = (
     LineRule(label="cmi", any_of=(58453,)),
     LineRule(label="ctgnet", any_of=(23764,)),
 )
-KNOWN_LABELS: frozenset[str] = frozenset({rule.label for rule in DEFAULT_RULES} | {FALLBACK})
 
 
 class ClassificationConfig(StrictModel):

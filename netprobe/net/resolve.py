@@ -98,10 +98,6 @@ class Resolver:
         self._cache[key] = (result, self._clock() + ttl)
         return result
 
-    def forget(self) -> None:
-        """Drop the cache (e.g. on a configuration reload)."""
-        self._cache.clear()
-
     async def _lookup(self, host: str, family: int) -> Resolved:
         loop = asyncio.get_running_loop()
         t0 = time.perf_counter_ns()

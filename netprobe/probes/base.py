@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from netprobe.probes.results import ProbeResult
 
@@ -51,12 +51,6 @@ class ReflectorAuth:
 
     token: str = field(repr=False)
     clock_sync: bool = False
-
-
-class ContextProvider(Protocol):
-    def icmp_engine(self) -> IcmpEngine: ...
-    @property
-    def resolver(self) -> Resolver: ...
 
 
 @dataclass

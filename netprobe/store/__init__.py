@@ -17,7 +17,7 @@ if TYPE_CHECKING:
         parse_envelopes,
         stored_envelope,
     )
-    from netprobe.store.events import LINE_MISMATCH, PATH_CHANGE, PathEvent
+    from netprobe.store.events import PATH_CHANGE, PathEvent
     from netprobe.store.rollups import HourRow, Rollup, WindowStats, merge_hours
     from netprobe.store.store import DEFAULT_RAW_RETENTION_DAYS, Store, WriteStats, open_store
     from netprobe.store.urls import default_db_url, display_url, normalise_url, state_dir
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 _WHERE = {
     "Envelope": "envelopes", "EnvelopeError": "envelopes", "parse_envelope": "envelopes",
     "parse_envelopes": "envelopes", "stored_envelope": "envelopes",
-    "LINE_MISMATCH": "events", "PATH_CHANGE": "events", "PathEvent": "events",
+    "PATH_CHANGE": "events", "PathEvent": "events",
     "HourRow": "rollups", "Rollup": "rollups", "WindowStats": "rollups", "merge_hours": "rollups",
     "DEFAULT_RAW_RETENTION_DAYS": "store", "Store": "store", "WriteStats": "store", "open_store": "store",
     "default_db_url": "urls", "display_url": "urls", "normalise_url": "urls", "state_dir": "urls",
@@ -33,7 +33,6 @@ _WHERE = {
 
 __all__ = [
     "DEFAULT_RAW_RETENTION_DAYS",
-    "LINE_MISMATCH",
     "PATH_CHANGE",
     "Envelope",
     "EnvelopeError",

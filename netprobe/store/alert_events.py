@@ -1,5 +1,5 @@
 """The alert_events table: every alert transition, written with the rule's states (same transaction),
-read by the dashboard: one agent × target's history, and what is firing now.
+read back: one agent × target's history (the dashboard's target page), and what is firing now.
 
 An alert is open while the newest event of its rule × agent × target × local is `firing` or `local`.
 A quorum alert is one row per agreeing agent × target (each naming all the agents), so an agent's
@@ -44,22 +44,6 @@ class AlertEvent:
     started_at: datetime | None = None
     details: Mapping[str, Any] = field(default_factory=dict)   # e.g. the group's value, each agent's value
     id: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RouteAlert:
-    """An open alert per rule × datacenter × line (the overview): the agents it is open for."""
-
-    rule: str
-    datacenter: str | None
-    line: str | None
-    metric: str
-    local: bool
-    scope: str | None
-    scope_value: str | None
-    agents: tuple[str, ...]
-    targets: tuple[str, ...]
-    since: datetime                   # the earliest of their events
 
 
 def _row(e: AlertEvent) -> dict[str, Any]:
@@ -114,16 +98,3 @@ async def firing(store: Store, agent_id: str | None = None, target_id: str | Non
     async with store._read("reading firing alerts from") as conn:
         return [_event(r) for r in (await conn.execute(q)).mappings()]
 
-
-async def firing_routes(store: Store) -> list[RouteAlert]:
-    """The open alerts grouped per rule × datacenter × line × local (and quorum scope), for the
-    overview; by datacenter, line, rule."""
-    groups: dict[tuple[Any, ...], list[AlertEvent]] = {}
-    for e in await firing(store):
-        groups.setdefault((e.rule, e.datacenter, e.line, e.local, e.scope, e.scope_value), []).append(e)
-    out = [RouteAlert(rule=rule, datacenter=dc, line=line, metric=events[0].metric, local=local, scope=scope,
-                      scope_value=value, agents=tuple(sorted({e.agent_id for e in events})),
-                      targets=tuple(sorted({e.target_id for e in events})),
-                      since=min(e.started_at or e.at for e in events))
-           for (rule, dc, line, local, scope, value), events in groups.items()]
-    return sorted(out, key=lambda r: (r.datacenter or "", r.line or "", r.rule, r.local, r.scope_value or ""))

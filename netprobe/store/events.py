@@ -25,9 +25,6 @@ from netprobe.store.routes import _HASH_MAX, Route, route_of, route_probes
 from netprobe.store.schema import path_changes, probe_results
 
 PATH_CHANGE = "path_change"
-LINE_MISMATCH = "line_mismatch"
-RETURN_LINE_MISMATCH = "return_line_mismatch"
-KINDS = (PATH_CHANGE, LINE_MISMATCH, RETURN_LINE_MISMATCH)   # a round's change comes before its mismatch
 _PAGE = 32                               # stored rows read at a time while looking for the previous route
 _FIRST_PAGE = 2                          # ... at first: usually the newest one before the batch is it
 _LABEL_MAX = 32                          # path_changes.label
@@ -52,13 +49,6 @@ class PathEvent:
                 # the column is short; a long custom label is kept whole in details
                 "label": self.label[:_LABEL_MAX] if self.label is not None else None,
                 "details": self.details}
-
-
-@dataclass(frozen=True, slots=True)
-class StoredPathEvent(PathEvent):
-    """A route event as Store.path_events reads it back: with its row id (insertion order)."""
-
-    id: int
 
 
 def route_of_envelope(env: Envelope) -> Route | None:

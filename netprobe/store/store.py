@@ -16,7 +16,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import orjson
-from sqlalchemy import Select, Table, bindparam, delete, func, select, text, update
+from sqlalchemy import Select, Table, bindparam, delete, select, text, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import IntegrityError
@@ -27,11 +27,10 @@ from netprobe.store import events, migrate, outbox, prefix_read, prefix_sql, rea
 from netprobe.store import sketch as sketches
 from netprobe.store.engine import READ_ONLY, AsyncConnection, AsyncEngine, create_engine, mapped_errors
 from netprobe.store.envelopes import Envelope, stored_envelope
-from netprobe.store.rollups import HourKey, HourRow, Rollup, WindowStats, hour_deltas, hour_of, merge_hours
+from netprobe.store.rollups import HourKey, HourRow, Rollup, hour_deltas, hour_of
 from netprobe.store.schema import (
     UTCDateTime,
     agents,
-    path_changes,
     probe_results,
     rollups_hourly,
     store_meta,
@@ -716,18 +715,12 @@ class Store:
             rows = (await conn.execute(q)).mappings().all()
         return [HourRow.from_row(dict(r)) for r in rows]
 
-    async def window_stats(self, agent_id: str | None, target_id: str | None, probe: str | None,
-                           start: datetime, end: datetime, *,
-                           hours: Callable[[datetime], bool] | None = None) -> WindowStats | None:
-        """Merge the hours overlapping [start, end) (optionally only those `hours(hour_start)` keeps)
-        across whatever agents/targets match; None when nothing was measured."""
-        rows = await self.hourly(agent_id, target_id, probe, start, end)
-        return merge_hours(r for r in rows if hours is None or hours(r.hour))
-
-    def _results_query(self, what: Sequence[Any], agent_id: str | None, target_id: str | None,
-                       probe: str | None, start: datetime | None, end: datetime | None) -> Select[Any]:
+    async def results(self, agent_id: str | None = None, target_id: str | None = None,
+                      probe: str | None = None, start: datetime | None = None, end: datetime | None = None,
+                      limit: int | None = None) -> list[ResultRow]:
+        """Stored rounds, oldest first."""
         c = probe_results.c
-        q: Select[Any] = select(*what).select_from(probe_results)
+        q: Select[Any] = select(*_RESULT_COLUMNS)
         for col, value in ((c.agent_id, agent_id), (c.target_id, target_id), (c.probe, probe)):
             if value is not None:
                 q = q.where(col == value)
@@ -735,48 +728,11 @@ class Store:
             q = q.where(c.started_at >= _aware(start, "start"))
         if end is not None:
             q = q.where(c.started_at < _aware(end, "end"))
-        return q
-
-    async def count_results(self, agent_id: str | None = None, target_id: str | None = None,
-                            probe: str | None = None, start: datetime | None = None,
-                            end: datetime | None = None) -> int:
-        """Raw rounds stored (started_at in [start, end))."""
-        q = self._results_query((func.count(),), agent_id, target_id, probe, start, end)
-        async with self._read("counting results in") as conn:
-            return int((await conn.execute(q)).scalar_one())
-
-    async def results(self, agent_id: str | None = None, target_id: str | None = None,
-                      probe: str | None = None, start: datetime | None = None, end: datetime | None = None,
-                      limit: int | None = None) -> list[ResultRow]:
-        """Stored rounds, oldest first."""
-        c = probe_results.c
-        q = self._results_query(_RESULT_COLUMNS, agent_id, target_id, probe, start, end)
         q = q.order_by(c.started_at, c.id).limit(limit)
         async with self._read("reading results from") as conn:
             rows = (await conn.execute(q)).all()
         # stored rounds were validated when they came in (or are this agent's own): not again
         return [ResultRow(i, p, a, t, s, st, stored_envelope(e)) for i, p, a, t, s, st, e in rows]
-
-    async def path_events(self, agent_id: str | None = None, target_id: str | None = None,
-                          kind: str | None = None, since: datetime | None = None,
-                          direction: str | None = None) -> list[events.StoredPathEvent]:
-        """Route events (kind path_change, line_mismatch or return_line_mismatch; direction forward or
-        return) detected at or after `since`, oldest first. None for a filter means every one."""
-        p = path_changes.c
-        q = select(path_changes)
-        for col, value in ((p.agent_id, agent_id), (p.target_id, target_id), (p.kind, kind),
-                           (p.direction, direction)):
-            if value is not None:
-                q = q.where(col == value)
-        if since is not None:
-            q = q.where(p.detected_at >= _aware(since, "since"))
-        q = q.order_by(p.detected_at, p.id)
-        async with self._read("reading path events from") as conn:
-            return [events.StoredPathEvent(id=r.id, agent_id=r.agent_id, target_id=r.target_id,
-                                           detected_at=r.detected_at, kind=r.kind, old_hash=r.old_hash,
-                                           new_hash=r.new_hash, label=r.label, details=r.details,
-                                           direction=r.direction)
-                    for r in await conn.execute(q)]
 
     # -- transactions -----------------------------------------------------------------------------
     @asynccontextmanager

@@ -24,6 +24,7 @@ import pytest
 from netprobe.store import open_store
 from tests.support.lab import LabState, agent_exec, agent_process, ping_summary, running_lab
 from tests.support.schema import assert_schema_valid
+from tests.support.store import window_stats
 
 pytestmark = pytest.mark.lab
 
@@ -241,8 +242,8 @@ async def _read(db: Path) -> tuple[list[dict[str, Any]], Any]:
         now = datetime.now(UTC)
         rows = [r.envelope.raw for r in await store.results("lab-t")]
         assert_schema_valid(rows)   # the envelope schema the collector serves
-        window = await store.window_stats("lab-t", "clean", "icmp", now - timedelta(hours=2),
-                                          now + timedelta(hours=1))
+        window = await window_stats(store, "lab-t", "clean", "icmp", now - timedelta(hours=2),
+                                    now + timedelta(hours=1))
         return rows, window
     finally:
         await store.close()

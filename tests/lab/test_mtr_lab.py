@@ -23,6 +23,7 @@ import pytest
 from tests.support.lab import LabState, agent_exec, agent_process, running_lab, spec_toml
 from tests.support.mmdb import write_asn_db
 from tests.support.schema import assert_schema_valid
+from tests.support.store import path_events, window_stats
 
 pytestmark = pytest.mark.lab
 
@@ -314,11 +315,11 @@ async def _read_agent_db(db: Path) -> tuple[list[dict[str, Any]], list[dict[str,
     store = await open_store(f"sqlite:///{db}", upgrade=False)
     try:
         now = datetime.now(UTC)
-        window = await store.window_stats("lab-mtr", "gia", "mtr", now - timedelta(hours=2),
-                                          now + timedelta(hours=1))
+        window = await window_stats(store, "lab-mtr", "gia", "mtr", now - timedelta(hours=2),
+                                    now + timedelta(hours=1))
         rows = [r.envelope.raw for r in await store.results("lab-mtr")]
         assert_schema_valid(rows)   # the envelope schema the collector serves
         return (rows,
-                [asdict(e) for e in await store.path_events("lab-mtr")], window)
+                [asdict(e) for e in await path_events(store, "lab-mtr")], window)
     finally:
         await store.close()

@@ -28,6 +28,7 @@ from netprobe.lab.addressing import AGENT_NS
 from netprobe.store import alert_events as history
 from netprobe.store import open_store
 from netprobe.times import utc_now
+from tests.support.alert_routes import RouteAlert, firing_routes
 from tests.support.collector import CLI, CollectorProcess, wait_for
 from tests.support.lab import LabState, running_lab
 
@@ -186,14 +187,14 @@ def test_route_problem_is_one_quorum_alert_and_a_last_mile_is_local(lab: LabStat
                          ("firing", "lc", "tyo-cn2", ["lc"], "tokyo") for n in local), local
     assert len(local) == 1 and "last mile" in local[0]["summary"], local
 
-    async def recorded() -> tuple[list[history.AlertEvent], list[history.RouteAlert], str, str]:
+    async def recorded() -> tuple[list[history.AlertEvent], list[RouteAlert], str, str]:
         store = await open_store(f"sqlite:///{db}", upgrade=False)
         try:
             now = utc_now()
             page = await target_page(store, "lc", "tyo-cn2", 1, "/")
             assert page is not None
             return (await history.history(store, "lc", "tyo-cn2", now - timedelta(minutes=5), now),
-                    await history.firing_routes(store), (await overview_page(store, "/", now))[1], page[1])
+                    await firing_routes(store), (await overview_page(store, "/", now))[1], page[1])
         finally:
             await store.close()
 

@@ -21,6 +21,7 @@ import pytest
 from tests.support.farend import issue, target_cli
 from tests.support.lab import LabState, agent_exec, agent_process, running_lab, spec_toml, wait_healthy
 from tests.support.schema import assert_schema_valid
+from tests.support.store import path_events
 
 pytestmark = pytest.mark.lab
 
@@ -196,6 +197,6 @@ async def _read(db: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         rows = [r.envelope.raw for r in await store.results()]
         assert_schema_valid(rows)   # the envelope schema the collector serves
         return (rows,
-                [asdict(e) for e in await store.path_events()])
+                [asdict(e) for e in await path_events(store)])
     finally:
         await store.close()

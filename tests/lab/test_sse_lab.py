@@ -16,6 +16,7 @@ import pytest
 
 from tests.support.lab import LabState, agent_exec, agent_process, running_lab, target_in, wait_healthy
 from tests.support.schema import assert_schema_valid
+from tests.support.store import window_stats
 
 pytestmark = pytest.mark.lab
 
@@ -156,8 +157,8 @@ async def _read(db: Path) -> tuple[list[dict[str, Any]], Any]:
     store = await open_store(f"sqlite:///{db}", upgrade=False)
     try:
         now = datetime.now(UTC)
-        window = await store.window_stats("lab-sse", "clean", "sse", now - timedelta(hours=2),
-                                          now + timedelta(hours=1))
+        window = await window_stats(store, "lab-sse", "clean", "sse", now - timedelta(hours=2),
+                                    now + timedelta(hours=1))
         rows = [r.envelope.raw for r in await store.results("lab-sse")]
         assert_schema_valid(rows)   # the envelope schema the collector serves
         return rows, window

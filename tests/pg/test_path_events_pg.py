@@ -11,7 +11,7 @@ import pytest
 from netprobe.store import open_store
 from tests.support.path_events import CN2, CN2_ECMP, PathEventScenarios, brief, change, mtr_envelope, t
 from tests.support.pg import scratch_database
-from tests.support.store import connection, typed
+from tests.support.store import connection, path_events, typed
 
 pytestmark = pytest.mark.postgres
 
@@ -38,7 +38,7 @@ async def test_ties_order_by_id_as_python_does_whatever_the_collation(icu_pg_url
         await store.write(typed([mtr_envelope(t(0), CN2, result_id="p"),
                                  mtr_envelope(t(5), CN2_ECMP, result_id="Q9")]))
         await store.write(typed([mtr_envelope(t(5), CN2_ECMP, result_id="q1")]))  # after Q9: the same path
-        assert brief(await store.path_events()) == [change(t(5), CN2, CN2_ECMP)]
+        assert brief(await path_events(store)) == [change(t(5), CN2, CN2_ECMP)]
     finally:
         await store.close()
 

@@ -14,7 +14,15 @@ from netprobe.store import Store, open_store
 from netprobe.store.migrate import head_revision
 from tests.support.path_events import CN2, mtr_envelope
 from tests.support.pg import scratch_database
-from tests.support.store import TABLES, connection, icmp_envelope, schema_diff, table_names, typed
+from tests.support.store import (
+    TABLES,
+    connection,
+    count_results,
+    icmp_envelope,
+    schema_diff,
+    table_names,
+    typed,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -62,7 +70,7 @@ async def test_write_replay_and_timestamps(store: Store) -> None:
     assert [r.hour for r in rows] == [T0, T0 + timedelta(hours=1)]
     assert all(r.hour.tzinfo is UTC for r in rows)
     assert [r.rounds for r in rows] == [6, 6] and rows[0].sent == 18 and rows[0].received == 12
-    assert await store.count_results("sh-ct-1", "hk-cn2", "icmp", T0, T0 + timedelta(hours=1)) == 6
+    assert await count_results(store, "sh-ct-1", "hk-cn2", "icmp", T0, T0 + timedelta(hours=1)) == 6
     assert (await store.results(limit=1))[0].envelope.raw == envs[0].raw
     assert await store.enforce_retention(1, now=T0 + timedelta(days=1, minutes=35)) == 4
 
@@ -116,7 +124,7 @@ async def test_writers_of_shared_targets_with_routes_do_not_deadlock(pg_url: str
                 for minute in range(1, 11) for agent in range(8)]
         results = await asyncio.gather(*jobs)
         assert sum(r.accepted for r in results) == 10 * 8 * 12
-        assert await stores[0].count_results() == 12 + 10 * 8 * 12
+        assert await count_results(stores[0]) == 12 + 10 * 8 * 12
     finally:
         for s in stores:
             await s.close()
@@ -149,7 +157,7 @@ async def test_bulk_writers_racing_to_one_hour_lose_no_update(pg_url: str) -> No
         assert (row.rounds, row.sent, row.received, row.samples) == (200, 800, 600, 600)
         assert row.rtt_min_ms == 10.0 and row.rtt_max_ms == 14.0
         assert row.rollup.sketch is not None and row.rollup.sketch.count == 600
-        assert await a.count_results() == 200
+        assert await count_results(a) == 200
     finally:
         await a.close()
         await b.close()
@@ -181,6 +189,6 @@ async def test_bulk_write_whose_copy_collides_stores_what_a_plain_write_does(
         "SELECT 1 FROM json_array_elements(CAST(:rows AS json)) WHERE false"))
     stats = await store.write(envs, bulk=True)
     assert (stats.accepted, stats.duplicates) == (18, 12)
-    assert await store.count_results() == 30
+    assert await count_results(store) == 30
     got = await store.hourly(None, None, None, *span)
     assert [r.to_dict() for r in got] == [r.to_dict() for r in want] and sum(r.rounds for r in got) == 30

@@ -6,9 +6,12 @@ import base64
 import subprocess
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from netprobe.dashboard.layout import e, href
+from netprobe.dashboard.target import SPANS
 from tests.support.collector import CLI
 
 
@@ -45,3 +48,11 @@ def fetch(url: str, auth: str | None = None, method: str = "GET", body: bytes | 
             return Answer(resp.status, dict(resp.headers.items()), resp.read().decode())
     except urllib.error.HTTPError as exc:
         return Answer(exc.code, dict(exc.headers.items()), exc.read().decode())
+
+
+def span_links(base: str, parts: Iterable[str], current: int) -> str:
+    """A span selector of plain links, the current span marked, each link made by layout.href."""
+    path = tuple(parts)
+    links = [f'<a href="{e(href(base, *path, days=d))}"{" class=here" if d == current else ""}>'
+             f'{d} day{"s" * (d != 1)}</a>' for d in SPANS]
+    return f'<p class="spans">Span: {" ".join(links)}</p>'

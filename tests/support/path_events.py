@@ -19,11 +19,12 @@ from netprobe.probes.mtr.runtime import MtrResult
 from netprobe.probes.results import envelope
 from netprobe.probes.rmtr.runtime import RmtrResult
 from netprobe.stats import jitter, loss_pct, rtt_stats
-from netprobe.store import LINE_MISMATCH, PATH_CHANGE, Store, open_store
-from netprobe.store.events import RETURN_LINE_MISMATCH, StoredPathEvent
-from tests.support.store import AGENT, TARGET, icmp_envelope, typed
+from netprobe.store import PATH_CHANGE, Store, open_store
+from tests.support.store import AGENT, TARGET, StoredPathEvent, icmp_envelope, path_events, typed
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+# the mismatch kinds the mtr and rmtr specs declare (ProbeSpec.mismatch_kind)
+LINE_MISMATCH, RETURN_LINE_MISMATCH = "line_mismatch", "return_line_mismatch"
 
 
 class Trace(NamedTuple):
@@ -123,13 +124,13 @@ class PathEventScenarios:
 
     async def test_first_result_and_an_unchanged_path_are_no_events(self, store: Store) -> None:
         await write_each(store, [mtr_envelope(t(0), CN2), mtr_envelope(t(5), CN2), mtr_envelope(t(10), CN2)])
-        assert await store.path_events() == []
+        assert await path_events(store) == []
 
     async def test_a_change_has_before_and_after_hops_and_a_change_back_another(self, store: Store) -> None:
         first, second, third = (mtr_envelope(t(0), CN2), mtr_envelope(t(5), GT, mismatch=False),
                                  mtr_envelope(t(10), CN2))
         await write_each(store, [first, second])
-        [event] = await store.path_events()
+        [event] = await path_events(store)
         assert asdict(event) == {
             "id": event.id, "agent_id": "sh-ct-1", "target_id": "hk-cn2", "detected_at": t(5),
             "kind": PATH_CHANGE, "old_hash": h(CN2), "new_hash": h(GT), "label": "cn2-gt",
@@ -145,14 +146,14 @@ class PathEventScenarios:
         assert event.detected_at.tzinfo is UTC
 
         await store.write(typed([third]))
-        events = await store.path_events()
+        events = await path_events(store)
         assert brief(events) == [change(t(5), CN2, GT), change(t(10), GT, CN2)]
         assert events[1].details["before"]["hops"] == event.details["after"]["hops"]
         assert events[1].details["result_id"] == third["id"]
 
     async def test_another_address_at_a_hop_is_a_change_with_the_same_label(self, store: Store) -> None:
         await write_each(store, [mtr_envelope(t(0), CN2), mtr_envelope(t(5), CN2_ECMP)])
-        [event] = await store.path_events()
+        [event] = await path_events(store)
         assert brief([event]) == [change(t(5), CN2, CN2_ECMP)]
         assert event.details["after"]["hops"][3] == ["59.43.1.1", "59.43.1.5"]
 
@@ -171,9 +172,9 @@ class PathEventScenarios:
             icmp_envelope(t(27), [10.0]),               # other probes of the target do not matter
             mtr_envelope(t(30), CN2),                   # same as the last usable one: no change
         ])
-        assert await store.path_events() == []
+        assert await path_events(store) == []
         await store.write(typed([mtr_envelope(t(35), GT)]))
-        events = await store.path_events()
+        events = await path_events(store)
         assert brief(events) == [change(t(35), CN2, GT), mismatch(t(35), CN2, GT)]
         assert events[0].details["before"]["hash"] == h(CN2)
 
@@ -181,25 +182,25 @@ class PathEventScenarios:
         dark = [mtr_envelope(t(1 + i), GT, reached=False) for i in range(70)]
         await store.write(typed([mtr_envelope(t(0), CN2), *dark]))
         await store.write(typed([mtr_envelope(t(100), CN2_ECMP)]))
-        assert brief(await store.path_events()) == [change(t(100), CN2, CN2_ECMP)]
+        assert brief(await path_events(store)) == [change(t(100), CN2, CN2_ECMP)]
         # with no usable round before at all, the first usable one is not a change
         await store.write(typed(mtr_envelope(t(1 + i), GT, reached=False, target="hk-2") for i in range(70)))
         await store.write(typed([mtr_envelope(t(100), CN2, target="hk-2")]))
-        assert await store.path_events(target_id="hk-2") == []
+        assert await path_events(store, target_id="hk-2") == []
 
     async def test_replays_and_repeats_create_no_second_event(self, store: Store) -> None:
         envs = [mtr_envelope(t(0), CN2), mtr_envelope(t(5), GT)]
         await store.write(typed(envs))
-        before = await store.path_events()
+        before = await path_events(store)
         assert brief(before) == [change(t(5), CN2, GT), mismatch(t(5), CN2, GT)]
         stats = await store.write(typed([*envs, envs[1]]))  # an uplink replay, one repeated in the batch
         assert (stats.accepted, stats.duplicates) == (0, 3)
         await store.write(typed([envs[1]]))
-        assert await store.path_events() == before
+        assert await path_events(store) == before
 
         # a batch of one new result and replayed old ones: only the new one can emit
         await store.write(typed([*envs, mtr_envelope(t(10), CN2)]))
-        assert brief(await store.path_events()) == [*brief(before), change(t(10), GT, CN2)]
+        assert brief(await path_events(store)) == [*brief(before), change(t(10), GT, CN2)]
 
     async def test_a_shuffled_batch_gives_the_events_of_the_rounds_in_time_order(self, store: Store) -> None:
         paths = [CN2, GT, GT, CN2, CN2_ECMP, CN2_ECMP, C163, CN2]
@@ -209,7 +210,7 @@ class PathEventScenarios:
         await store.write(typed(shuffled))
         expected = [change(t(5), CN2, GT), change(t(15), GT, CN2), change(t(20), CN2, CN2_ECMP),
                     change(t(30), CN2_ECMP, C163), change(t(35), C163, CN2)]
-        events = await store.path_events()
+        events = await path_events(store)
         assert brief(events) == expected
         assert [e.details["result_id"] for e in events] == [rounds[i]["id"] for i in (1, 3, 4, 6, 7)]
 
@@ -219,19 +220,19 @@ class PathEventScenarios:
             for batch in batches:
                 await store.write(typed({**e, "id": f"{name}-{e['id']}", "target": {**TARGET, "id": name}}
                                         for e in batch))
-            assert brief(await store.path_events(target_id=name)) == expected
+            assert brief(await path_events(store, target_id=name)) == expected
 
     async def test_a_late_result_is_compared_with_the_round_before_it_in_time(self, store: Store) -> None:
         await write_each(store, [mtr_envelope(t(0), CN2), mtr_envelope(t(10), CN2)])
         await store.write(typed([mtr_envelope(t(5), GT, mismatch=False)]))       # arrives after t(10)
-        assert brief(await store.path_events()) == [change(t(5), CN2, GT)]
+        assert brief(await path_events(store)) == [change(t(5), CN2, GT)]
 
     async def test_same_start_time_ties_are_ordered_by_id(self, store: Store) -> None:
         # code-point order: "Q9" < "q1" (a locale-aware collation would say the opposite)
         await store.write(typed([mtr_envelope(t(0), CN2, result_id="p"),
                                  mtr_envelope(t(5), CN2_ECMP, result_id="Q9")]))
         await store.write(typed([mtr_envelope(t(5), CN2_ECMP, result_id="q1")]))
-        assert brief(await store.path_events()) == [change(t(5), CN2, CN2_ECMP)]
+        assert brief(await path_events(store)) == [change(t(5), CN2, CN2_ECMP)]
 
     async def test_a_line_mismatch_is_one_event_until_it_clears(self, store: Store) -> None:
         first = mtr_envelope(t(0), GT)                                       # sold as cn2-gia
@@ -246,7 +247,7 @@ class PathEventScenarios:
             mtr_envelope(t(35), C163),                   # another detected line: a new mismatch
             mtr_envelope(t(40), C163),
         ])
-        events = await store.path_events()
+        events = await path_events(store)
         assert brief(events) == [
             mismatch(t(0), None, GT),
             change(t(10), GT, GT2),
@@ -256,7 +257,7 @@ class PathEventScenarios:
         ]
         assert events[0].details == {"declared": "cn2-gia", "detected": "cn2-gt", "asns": [4134, 4809],
                                         "hash": h(GT), "result_id": first["id"]}
-        assert [e.details["detected"] for e in await store.path_events(kind=LINE_MISMATCH)] == \
+        assert [e.details["detected"] for e in await path_events(store, kind=LINE_MISMATCH)] == \
             ["cn2-gt", "cn2-gt", "163"]
 
     async def test_targets_and_agents_are_independent(self, store: Store) -> None:
@@ -271,10 +272,10 @@ class PathEventScenarios:
         ]))
         await store.write(typed([mtr_envelope(t(10), GT, target="a", mismatch=False),
                                  mtr_envelope(t(11), CN2, target="b")]))
-        assert brief(await store.path_events(target_id="a")) == [change(t(5), CN2, GT)]
-        assert brief(await store.path_events(target_id="b", agent_id="sh-ct-1")) == [change(t(11), GT, CN2)]
-        assert brief(await store.path_events(agent_id="bj-cu-1")) == [change(t(7), CN2, GT)]
-        every = await store.path_events()
+        assert brief(await path_events(store, target_id="a")) == [change(t(5), CN2, GT)]
+        assert brief(await path_events(store, target_id="b", agent_id="sh-ct-1")) == [change(t(11), GT, CN2)]
+        assert brief(await path_events(store, agent_id="bj-cu-1")) == [change(t(7), CN2, GT)]
+        every = await path_events(store)
         assert [(e.agent_id, e.target_id) for e in every] == \
             [("sh-ct-1", "a"), ("bj-cu-1", "b"), ("sh-ct-1", "b")]
 
@@ -284,7 +285,7 @@ class PathEventScenarios:
         fwd = [mtr_envelope(t(10 * i), CN2) for i in range(4)]
         ret = [mtr_envelope(t(10 * i + 5), C163, probe="rmtr", declared="cn2-gia") for i in range(4)]
         await write_each(store, [e for pair in zip(fwd, ret, strict=True) for e in pair])
-        [only] = await store.path_events()          # the way back is not the line sold, once
+        [only] = await path_events(store)          # the way back is not the line sold, once
         assert (only.kind, only.direction, only.label, only.detected_at) == \
             (RETURN_LINE_MISMATCH, "return", "163", t(5))
         assert only.details["declared"] == "cn2-gia" and only.details["detected"] == "163"
@@ -295,26 +296,26 @@ class PathEventScenarios:
                                  mtr_envelope(t(1), C163, probe="rmtr", declared="163")]))
         await write_each(store, [mtr_envelope(t(11), GT, probe="rmtr", declared="163", mismatch=False),
                                  mtr_envelope(t(20), CN2)])
-        [event] = await store.path_events()
+        [event] = await path_events(store)
         assert brief([event]) == [change(t(11), C163, GT)] and event.direction == "return"
-        assert await store.path_events(direction="forward") == []
-        assert await store.path_events(direction="return") == [event]
+        assert await path_events(store, direction="forward") == []
+        assert await path_events(store, direction="return") == [event]
         # the forward path then changes too: a forward event, the return history untouched
         await store.write(typed([mtr_envelope(t(30), GT, mismatch=False)]))
-        assert [(e.direction, e.kind) for e in await store.path_events()] == \
+        assert [(e.direction, e.kind) for e in await path_events(store)] == \
             [("return", PATH_CHANGE), ("forward", PATH_CHANGE)]
 
     async def test_reading_filters_by_kind_and_time(self, store: Store) -> None:
         await write_each(store, [mtr_envelope(t(0), CN2), mtr_envelope(t(5), GT), mtr_envelope(t(10), CN2),
                                  mtr_envelope(t(15), GT)])
-        assert len(await store.path_events()) == 5
-        assert [e.kind for e in await store.path_events(kind=PATH_CHANGE)] == [PATH_CHANGE] * 3
-        assert brief(await store.path_events(since=t(10))) == [
+        assert len(await path_events(store)) == 5
+        assert [e.kind for e in await path_events(store, kind=PATH_CHANGE)] == [PATH_CHANGE] * 3
+        assert brief(await path_events(store, since=t(10))) == [
             change(t(10), GT, CN2), change(t(15), CN2, GT), mismatch(t(15), CN2, GT)]
-        assert await store.path_events(since=t(16)) == []
-        assert await store.path_events(target_id="nope") == []
+        assert await path_events(store, since=t(16)) == []
+        assert await path_events(store, target_id="nope") == []
         with pytest.raises(ValueError, match="timezone-aware"):
-            await store.path_events(since=datetime(2026, 11, 20))
+            await path_events(store, since=datetime(2026, 11, 20))
 
     async def test_concurrent_writers_for_different_targets_and_racing_replays(self, url: str) -> None:
         a, b = await open_store(url), await open_store(url)
@@ -336,7 +337,7 @@ class PathEventScenarios:
             expected = [change(t(5), CN2, GT), change(t(15), GT, CN2), change(t(20), CN2, CN2_ECMP),
                         change(t(25), CN2_ECMP, CN2), change(t(30), CN2, GT)]
             for tg in targets:
-                assert brief(await a.path_events(target_id=tg)) == expected
+                assert brief(await path_events(a, target_id=tg)) == expected
         finally:
             await a.close()
             await b.close()

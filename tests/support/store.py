@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+import json
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -18,8 +20,12 @@ from netprobe.probes.owd.figures import figures as owd_figures
 from netprobe.probes.owd.runtime import OwdResult
 from netprobe.probes.results import envelope
 from netprobe.stats import jitter, loss_pct, rtt_stats
+from netprobe.store import Store
 from netprobe.store.engine import AsyncConnection, create_engine
 from netprobe.store.envelopes import Envelope, parse_envelopes
+from netprobe.store.events import PathEvent
+from netprobe.store.reads import utc
+from netprobe.store.rollups import WindowStats, merge_hours
 from netprobe.store.schema import metadata
 from netprobe.store.urls import normalise_url
 
@@ -92,3 +98,68 @@ def table_names(conn: Connection) -> set[str]:
 def schema_diff(conn: Connection) -> list[object]:
     """Differences between the migrated schema and the models (empty when they agree)."""
     return list(compare_metadata(MigrationContext.configure(conn), metadata))
+
+
+# -- reading a store back (its public reads: hourly() and reading()'s plain SQL) -------------------
+async def window_stats(store: Store, agent_id: str | None, target_id: str | None, probe: str | None,
+                       start: datetime, end: datetime, *,
+                       hours: Callable[[datetime], bool] | None = None) -> WindowStats | None:
+    """Merge the hours overlapping [start, end) (optionally only those `hours(hour_start)` keeps)
+    across whatever agents/targets match; None when nothing was measured."""
+    rows = await store.hourly(agent_id, target_id, probe, start, end)
+    return merge_hours(r for r in rows if hours is None or hours(r.hour))
+
+
+def _where(equal: Mapping[str, Any], *ranges: tuple[str, str, datetime | None]) -> tuple[str, dict[str, Any]]:
+    """A WHERE clause (or "") of `column = value` for each value not None and `column op time` for each
+    range whose time is not None, with its parameters."""
+    clauses, params = [], {}
+    for col, value in equal.items():
+        if value is not None:
+            clauses.append(f"{col} = %({col})s")
+            params[col] = value
+    for i, (col, op, ts) in enumerate(ranges):
+        if ts is not None:
+            if ts.tzinfo is None:
+                raise ValueError(f"{col} must be timezone-aware (UTC), got a naive datetime")
+            clauses.append(f"{col} {op} %(t{i})s")
+            params[f"t{i}"] = ts
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+async def count_results(store: Store, agent_id: str | None = None, target_id: str | None = None,
+                        probe: str | None = None, start: datetime | None = None,
+                        end: datetime | None = None) -> int:
+    """Raw rounds stored (started_at in [start, end)); None for a filter means every one."""
+    where, params = _where({"agent_id": agent_id, "target_id": target_id, "probe": probe},
+                           ("started_at", ">=", start), ("started_at", "<", end))
+    async with store.reading("counting results in") as conn:
+        [(n,)] = await conn.fetch(f"SELECT count(*) FROM probe_results{where}", params)
+    return int(n)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPathEvent(PathEvent):
+    """A route event as path_events reads it back: with its row id (insertion order)."""
+
+    id: int
+
+
+async def path_events(store: Store, agent_id: str | None = None, target_id: str | None = None,
+                      kind: str | None = None, since: datetime | None = None,
+                      direction: str | None = None) -> list[StoredPathEvent]:
+    """Route events (kind path_change, line_mismatch or return_line_mismatch; direction forward or
+    return) detected at or after `since`, oldest first. None for a filter means every one."""
+    where, params = _where({"agent_id": agent_id, "target_id": target_id, "kind": kind,
+                            "direction": direction}, ("detected_at", ">=", since))
+    sql = ("SELECT id, agent_id, target_id, detected_at, kind, old_hash, new_hash, label, details, direction"
+           f" FROM path_changes{where} ORDER BY detected_at, id")
+    async with store.reading("reading path events from") as conn:
+        rows = await conn.fetch(sql, params)
+    out = []
+    for id_, agent, target, at, kind_, old, new, label, details, way in rows:
+        if store.dialect == "sqlite" and isinstance(details, str):     # JSON text there, JSONB's value here
+            details = json.loads(details)
+        out.append(StoredPathEvent(id=id_, agent_id=agent, target_id=target, detected_at=utc(at), kind=kind_,
+                                   old_hash=old, new_hash=new, label=label, details=details, direction=way))
+    return out

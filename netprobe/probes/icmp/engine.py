@@ -152,7 +152,6 @@ class IcmpEngine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._cookie = os.urandom(packets.COOKIE_LEN)
         self._payloads: dict[int, tuple[bytes, int]] = {}
-        self.stray = 0  # replies to nobody's pending request (late beyond a round, foreign cookie)
 
     # -- public -------------------------------------------------------------------------------------
     async def ping(self, address: str, count: int, interval: float, timeout: float,
@@ -393,12 +392,10 @@ class IcmpEngine:
                 continue
             ident, seq = _ID_SEQ.unpack_from(buf, off + 4)
             if (fs.raw and ident != fs.ident) or buf[off + 8 : off + 16] != cookie:
-                self.stray += 1
-                continue
+                continue                 # not ours: another pinger's, a foreign cookie
             hit = pending.get((seq, family, src))
             if hit is None:
-                self.stray += 1
-                continue
+                continue                 # nobody waits for it (late beyond its round)
             rnd, index = hit
             if rnd.answered[index]:
                 rnd.duplicates += 1

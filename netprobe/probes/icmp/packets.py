@@ -13,7 +13,6 @@ ECHO_REPLY_V6 = 129
 COOKIE_LEN = 8
 
 _HDR = struct.Struct("!BBHHH")
-_ID_SEQ = struct.Struct("!HH")
 
 SO_ATTACH_FILTER = 26
 ICMP6_FILTER = 1
@@ -49,14 +48,6 @@ def echo_request(v6: bool, ident: int, seq: int, payload: bytes, psum: int) -> b
         return _HDR.pack(ECHO_REQUEST_V6, 0, 0, ident, seq) + payload
     csum = ~fold(psum + (ECHO_REQUEST_V4 << 8) + ident + seq) & 0xFFFF
     return _HDR.pack(ECHO_REQUEST_V4, 0, csum, ident, seq) + payload
-
-
-def parse_reply(data: bytes, offset: int, want_type: int) -> tuple[int, int, bytes] | None:
-    """(identifier, sequence, cookie) of an echo reply starting at `offset`, or None for anything else."""
-    if len(data) < offset + 8 + COOKIE_LEN or data[offset] != want_type:
-        return None
-    ident, seq = _ID_SEQ.unpack_from(data, offset + 4)
-    return ident, seq, data[offset + 8 : offset + 8 + COOKIE_LEN]
 
 
 def _bpf(code: int, jt: int, jf: int, k: int) -> bytes:

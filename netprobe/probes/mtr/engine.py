@@ -85,7 +85,6 @@ class TraceEngine:
         self._pending: dict[ProbeKey, tuple[_Trace, ProbeRecord]] = {}
         self._ident = int.from_bytes(os.urandom(2), "big")
         self._seq = itertools.count(int.from_bytes(os.urandom(2), "big"))
-        self._active = 0
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def trace(self, address: str, *, mode: Mode = "icmp", port: int = 0, cycles: int = 10,
@@ -99,7 +98,6 @@ class TraceEngine:
         run.sockaddr = (address, 0)
         try:
             self._open_icmp(family)
-            self._active += 1
             try:
                 if mode != "icmp":
                     self._open_flow(run, address)
@@ -190,7 +188,6 @@ class TraceEngine:
             run.sock.close()
         if run.reserve is not None:
             run.reserve.close()
-        self._active -= 1
 
     # -- sending ------------------------------------------------------------------------------------
 

@@ -95,26 +95,6 @@ class SseParser:
         self._failed: SseTooLarge | None = None
         self._closed = False
 
-    @property
-    def last_event_id(self) -> str | None:
-        """The last event ID string (what a reconnect would send as Last-Event-ID); None if never set."""
-        return self._last_id
-
-    @property
-    def retry_ms(self) -> int | None:
-        """The reconnection time the server asked for, in ms; None if it never sent a valid one."""
-        return self._retry
-
-    @property
-    def bytes_seen(self) -> int:
-        """Every byte fed so far, BOM and line ends included."""
-        return self._bytes_seen
-
-    @property
-    def buffered_bytes(self) -> int:
-        """Bytes held between reads (partial line, data of the pending event); stays within the caps."""
-        return len(self._head) + len(self._tail) + self._data_bytes + len(self._event_type)
-
     def feed(self, chunk: bytes, t_ns: int) -> list[SseEvent | SseComment]:
         """Parse one network read received at `t_ns`; return the events and comments it completed."""
         if self._failed is not None:

@@ -134,11 +134,6 @@ def kernel_connect_ms(sock: socket.socket) -> float | None:
     return rtt_us / 1000 if rtt_us and not retrans else None
 
 
-def _settle(fut: asyncio.Future[int], value: int) -> None:
-    if not fut.done():
-        fut.set_result(value)
-
-
 class _Connects:
     """A round's connects driven by event-loop callbacks, no task per connect: each starts on a timer,
     finishes in its writer callback (stamped there) or its timeout, and the round's future is set

@@ -21,6 +21,7 @@ from netprobe.probes import REGISTRY, ProbeContext, ProbeSettings, ProbeTarget
 from netprobe.probes.base import ProbeSpec
 from netprobe.probes.results import ProbeResult
 from netprobe.times import utc_now
+from tests.support.scheduler import job_ids
 
 A = ProbeTarget(id="a", host="127.0.0.1")
 B = ProbeTarget(id="b", host="127.0.0.2")
@@ -147,12 +148,12 @@ async def test_set_jobs_one_job_per_target_probe_and_reload(
     fake2 = FakeProbe("fake2").register(monkeypatch)
     slow = ProbeSettings(every=60.0)
     harness.sched.set_jobs([(A, "fake", slow), (B, "fake", slow), (A, "fake2", slow)])
-    assert harness.sched.job_ids() == ["a:fake", "a:fake2", "b:fake"]
+    assert job_ids(harness.sched) == ["a:fake", "a:fake2", "b:fake"]
 
     # Reload: b:fake and a:fake2 go, c:fake comes, a:fake stays with new settings.
     fast = ProbeSettings(every=0.2)
     harness.sched.set_jobs([(A, "fake", fast), (C, "fake", fast)])
-    assert harness.sched.job_ids() == ["a:fake", "c:fake"]
+    assert job_ids(harness.sched) == ["a:fake", "c:fake"]
     fake.calls.clear()
     fake2.calls.clear()
 
@@ -167,9 +168,9 @@ async def test_set_jobs_one_job_per_target_probe_and_reload(
 
     # Setting the same set again neither duplicates nor drops anything.
     harness.sched.set_jobs([(A, "fake", fast), (C, "fake", fast)])
-    assert harness.sched.job_ids() == ["a:fake", "c:fake"]
+    assert job_ids(harness.sched) == ["a:fake", "c:fake"]
     harness.sched.set_jobs([])
-    assert harness.sched.job_ids() == []
+    assert job_ids(harness.sched) == []
 
 
 # 3. no pile-up
@@ -317,4 +318,4 @@ async def test_crashing_probe_does_not_stop_the_others(
                if r.name == "netprobe.scheduler" and "probe crashed" in r.getMessage()]
     assert crashed and all(r.levelno == logging.ERROR and (r.exc_info or r.exc_text) for r in crashed)
     assert apscheduler_errors(caplog) == []
-    assert harness.sched.job_ids() == ["a:boom", "b:fake"]  # the crashing job is still scheduled
+    assert job_ids(harness.sched) == ["a:boom", "b:fake"]  # the crashing job is still scheduled

@@ -21,7 +21,7 @@ from netprobe.agent.uplink import Uplink, read_token
 from netprobe.config.sections import UplinkConfig
 from netprobe.errors import SetupError
 from netprobe.store import Envelope, Store, open_store
-from tests.support.store import icmp_envelope, typed
+from tests.support.store import count_results, icmp_envelope, typed
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 Answer = Callable[[list[dict[str, Any]]], tuple[int, dict[str, Any]]]
@@ -110,7 +110,7 @@ async def test_outbox_fills_in_the_store_transaction_and_keeps_its_cap(store: St
     again = await store.write(rounds(6), outbox_cap=3)  # five replays and one new round
     assert (again.accepted, again.duplicates, again.outbox_dropped) == (1, 5, 1)
     assert await store.outbox_depth() == 3
-    assert await store.count_results() == 6  # the cap bounds the outbox, never the local store
+    assert await count_results(store) == 6  # the cap bounds the outbox, never the local store
     plain = await store.write(rounds(2, start=10))
     assert plain.accepted == 2 and await store.outbox_depth() == 3  # no uplink, no outbox
 

@@ -21,6 +21,7 @@ from netprobe.dashboard.alerts import alert_history_html
 from netprobe.store import Store, open_store
 from netprobe.store import alert_events as history
 from netprobe.store.fleet import AgentInfo, TargetInfo
+from tests.support.alert_routes import firing_routes
 from tests.support.alert_sink import Recorder
 from tests.support.pg import BOTH, database_url
 from tests.support.store import icmp_envelope, typed
@@ -162,7 +163,7 @@ async def test_route_problem_raises_one_quorum_alert_and_a_last_mile_stays_local
     now = await history.firing(store)
     assert sorted((e.agent_id, e.target_id, e.state) for e in now) == [
         ("ec", "hk-cn2", "local"), ("ec", "tyo-cn2", "local"), ("na", "hk-cn2", "local")]
-    routes = await history.firing_routes(store)
+    routes = await firing_routes(store)
     assert [(r.datacenter, r.line, r.local, r.scope_value, r.agents) for r in routes] == [
         ("hk", "cn2-gia", True, "cn-east", ("ec",)), ("hk", "cn2-gia", True, "cn-north", ("na",)),
         ("tokyo", "cn2-gia", True, "cn-east", ("ec",))]

@@ -22,7 +22,7 @@ from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import Store, open_store
 from tests.support.path_events import C163, CN2, GT, mtr_envelope
 from tests.support.pg import scratch_database
-from tests.support.store import AGENT, TARGET, icmp_envelope, owd_envelope, typed
+from tests.support.store import AGENT, TARGET, icmp_envelope, owd_envelope, path_events, typed
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 W = timedelta(minutes=5)
@@ -162,7 +162,7 @@ class ValueScenarios:
             ("sh-ct-1", "hk-cn2"): Value(1.0, "mtr"), ("sh-ct-1", "back-only"): Value(1.0, "rmtr")}
         assert await reader.values("line_mismatch", T0 + W, T0 + 2 * W) == {
             ("sh-ct-1", "hk-cn2"): Value(0.0, "mtr")}
-        [back] = await store.path_events(target_id="hk-cn2", kind="return_line_mismatch")
+        [back] = await path_events(store, target_id="hk-cn2", kind="return_line_mismatch")
         assert back.direction == "return" and back.label == "cn2-gt"
         # counted as its own metric, for the pairs rmtr ran for
         assert await reader.values("return_line_mismatch", T0 + W, T0 + 2 * W) == {

@@ -14,10 +14,9 @@ from netprobe.budget.attainment import (
     Dist,
     SloModel,
     attainment_pct,
-    gpu_budget_at,
-    outcome,
 )
 from netprobe.stats import LogNormal
+from tests.support.budget import gpu_budget_at, outcome
 
 
 def test_a_constant_rtt_without_loss_is_a_step_at_k_round_trips() -> None:

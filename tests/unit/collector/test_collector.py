@@ -24,7 +24,7 @@ from netprobe.collector.tokens import Tokens, hash_token
 from netprobe.config.collector import CollectorConfig, parse_collector_config
 from netprobe.store import Store, open_store
 from tests.support.pg import scratch_database
-from tests.support.store import connection, icmp_envelope
+from tests.support.store import connection, count_results, icmp_envelope
 
 T0 = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=2)
 AGENT = "sh-ct-1"
@@ -133,12 +133,12 @@ async def test_a_batch_is_stored_and_a_replay_is_all_duplicates(served: Served) 
     envs = batch(50)
     status, body, _ = await served.post(envs)
     assert (status, body) == (200, {"accepted": 50, "duplicates": 0, "expired": 0})
-    assert await served.store.count_results(AGENT) == 50
+    assert await count_results(served.store, AGENT) == 50
     stored = [r.envelope.raw for r in await served.store.results(AGENT)]
     assert [e["id"] for e in stored] == [e["id"] for e in envs] and stored[0] == envs[0]
     status, body, _ = await served.post(envs + batch(5, start=50))
     assert (status, body) == (200, {"accepted": 5, "duplicates": 50, "expired": 0})
-    assert await served.store.count_results() == 55
+    assert await count_results(served.store) == 55
     status, body, _ = await served.post([])
     assert (status, body) == (200, {"accepted": 0, "duplicates": 0, "expired": 0})
 
@@ -148,7 +148,7 @@ async def test_gzip_body_is_accepted(served: Served) -> None:
     raw = gzip.compress(json.dumps(envs).encode())
     status, body, _ = await served.post(None, raw=raw, headers={"Content-Encoding": "gzip"})
     assert (status, body["accepted"]) == (200, 200)
-    assert await served.store.count_results() == 200
+    assert await count_results(served.store) == 200
 
 
 @pytest.mark.parametrize("token", [None, "not-a-token", ""], ids=["missing", "bad", "empty-bearer"])
@@ -157,7 +157,7 @@ async def test_missing_or_bad_token_is_401_and_nothing_is_stored(served: Served,
     status, body, resp = await served.post(batch(3), token=None if token == "" else token, headers=headers)
     assert status == 401 and "token" in body["error"]
     assert resp.headers["WWW-Authenticate"].startswith("Bearer")
-    assert await served.store.count_results() == 0
+    assert await count_results(served.store) == 0
 
 
 async def test_revoked_and_rotated_tokens_are_refused(served: Served) -> None:
@@ -171,7 +171,7 @@ async def test_revoked_and_rotated_tokens_are_refused(served: Served) -> None:
     record, was_live = await tokens.revoke(AGENT)
     assert was_live and record.revoked_at is not None
     assert (await served.post(batch(2, start=3), token=new))[0] == 401
-    assert await served.store.count_results() == 3
+    assert await count_results(served.store) == 3
     listed = await tokens.list()
     assert [a.agent_id for a in listed] == [AGENT] and listed[0].last_used_at is not None
     assert "token" not in json.dumps([a.to_dict() for a in listed]).replace("token_", "")
@@ -194,7 +194,7 @@ async def test_tokens_are_stored_hashed(served: Served, db_url: str) -> None:
 async def test_malformed_body_is_400(served: Served, raw: bytes, needle: str) -> None:
     status, body, _ = await served.post(None, raw=raw)
     assert status == 400 and needle in body["error"]
-    assert await served.store.count_results() == 0
+    assert await count_results(served.store) == 0
 
 
 async def test_invalid_envelope_is_400_naming_index_and_field_and_nothing_is_stored(served: Served) -> None:
@@ -206,14 +206,14 @@ async def test_invalid_envelope_is_400_naming_index_and_field_and_nothing_is_sto
     del envs[2]["started_at"]
     status, body, _ = await served.post(envs)
     assert status == 400 and "envelope 2: started_at" in body["error"]
-    assert await served.store.count_results() == 0
+    assert await count_results(served.store) == 0
 
 
 async def test_another_agents_round_is_403_naming_the_envelope(served: Served) -> None:
     envs = batch(4) + batch(1, agent="bj-cu-1")
     status, body, _ = await served.post(envs)
     assert status == 403 and "envelope 4" in body["error"] and "bj-cu-1" in body["error"]
-    assert await served.store.count_results() == 0
+    assert await count_results(served.store) == 0
 
 
 async def test_nul_in_a_string_is_400_not_a_storage_error(served: Served) -> None:
@@ -231,7 +231,7 @@ async def test_unsupported_or_broken_encoding(lite: Served) -> None:
     truncated = gzip.compress(json.dumps(batch(20)).encode())[:-30]
     status, body, _ = await lite.post(None, raw=truncated, headers={"Content-Encoding": "gzip"})
     assert status == 400 and "gzip" in body["error"]
-    assert await lite.store.count_results() == 0
+    assert await count_results(lite.store) == 0
 
 
 # --- size caps ------------------------------------------------------------------------------------
@@ -241,7 +241,7 @@ async def test_40_mb_body_with_content_length_is_413(lite: Served) -> None:
     raw = b"[" + b" " * (40 * MB) + b"]"
     status, body, _ = await lite.post(None, raw=raw)
     assert status == 413 and "16 MiB" in body["error"]
-    assert await lite.store.count_results() == 0
+    assert await count_results(lite.store) == 0
 
 
 async def test_chunked_body_over_the_cap_is_413(lite: Served) -> None:
@@ -264,7 +264,7 @@ async def test_gzip_bomb_is_413(lite: Served) -> None:
     assert len(raw) < MB
     status, body, _ = await lite.post(None, raw=raw, headers={"Content-Encoding": "gzip"})
     assert status == 413 and "decompression" in body["error"]
-    assert await lite.store.count_results() == 0
+    assert await count_results(lite.store) == 0
 
 
 async def test_too_many_envelopes_is_413(sqlite_url: str) -> None:
@@ -286,7 +286,7 @@ async def test_concurrent_replays_of_one_batch_store_it_once(pg: Served) -> None
     assert [r[0] for r in results] == [200] * 8
     assert sum(r[1]["accepted"] for r in results) == 300
     assert sum(r[1]["duplicates"] for r in results) == 7 * 300
-    assert await pg.store.count_results() == 300
+    assert await count_results(pg.store) == 300
     rows = await pg.store.hourly(AGENT, None, "icmp", T0 - timedelta(hours=1), T0 + timedelta(hours=4))
     assert sum(r.rounds for r in rows) == 300
 
@@ -312,7 +312,7 @@ async def test_concurrent_gzip_batches_from_two_collectors(pg_url: str) -> None:
                     return out
             got = await asyncio.gather(*(send(a if i % 2 else b, p) for i, p in enumerate(parts)))
         assert sum(g["accepted"] for g in got) == 400
-        assert await a.store.count_results() == 400
+        assert await count_results(a.store) == 400
     finally:
         await a.stop()
         await b.stop()
@@ -324,7 +324,7 @@ async def test_value_the_database_refuses_is_400_not_503(pg: Served) -> None:
     envs[1]["agent"]["region"] = "r" * 300       # longer than agents.region (128)
     status, body, _ = await pg.post(envs)
     assert status == 400 and "refused" in body["error"] and "postgres" not in body["error"]
-    assert await pg.store.count_results() == 0
+    assert await count_results(pg.store) == 0
 
 
 @pytest.mark.postgres
@@ -493,6 +493,6 @@ async def test_stop_finishes_a_request_in_flight(sqlite_url: str) -> None:
     assert status == 200 and answer["accepted"] == 30
     check = await open_store(sqlite_url)
     try:
-        assert await check.count_results() == 30
+        assert await count_results(check) == 30
     finally:
         await check.close()

@@ -7,9 +7,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from netprobe.dashboard.layout import span_links, target_href
+from netprobe.dashboard.layout import target_href
 from netprobe.net.upload_health import BadHealthHeader, health_headers, parse_health
 from netprobe.report.windows import DEFAULT_WINDOW, HourWindow, last_window_end
+from tests.support.dashboard import span_links
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 

@@ -30,7 +30,7 @@ from netprobe.store.rollups import Rollup, accumulate, hour_deltas, key_of
 from netprobe.store.schema import agents, targets
 from tests.support.path_events import CN2, CN2_ECMP, mtr_envelope
 from tests.support.pg import scratch_database
-from tests.support.store import connection, icmp_envelope, typed
+from tests.support.store import connection, icmp_envelope, path_events, typed
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
@@ -417,7 +417,7 @@ async def test_received_texts_store_what_the_plain_path_stores(two_databases: tu
         rows = [await s.hourly(None, None, None, T0, end) for s in (fast, plain)]
         assert [r.to_dict() for r in rows[0]] == [r.to_dict() for r in rows[1]]
         assert [r.rollup.to_row() for r in rows[0]] == [r.rollup.to_row() for r in rows[1]]
-        events = [[{k: v for k, v in asdict(e).items() if k != "id"} for e in await s.path_events()]
+        events = [[{k: v for k, v in asdict(e).items() if k != "id"} for e in await path_events(s)]
                   for s in (fast, plain)]
         assert events[0] == events[1] and len(events[0]) == 2          # there and back
     finally:
@@ -499,7 +499,7 @@ async def test_route_history_read_for_many_pairs_at_once_finds_the_same_events(t
         try:
             for batch in batches:
                 assert await pg.write(typed(batch)) == await lite.write(typed(batch))
-            events = [[{k: v for k, v in asdict(e).items() if k != "id"} for e in await s.path_events()]
+            events = [[{k: v for k, v in asdict(e).items() if k != "id"} for e in await path_events(s)]
                       for s in (pg, lite)]
             assert events[0] == events[1] and len(events[0]) > 10
         finally:

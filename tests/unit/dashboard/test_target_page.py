@@ -1,6 +1,6 @@
 """The dashboard's target page on real stores, SQLite and PostgreSQL (tests/support/pg.py BOTH): the SVG's
 medians, band and smoke against the store's DDSketch merges per bucket, loss colours and gaps, the
-TCP/SSE figures against Store.window_stats, path history per direction, unknown pairs."""
+TCP/SSE figures against the merged hour rows (window_stats), path history per direction, unknown pairs."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from netprobe.dashboard.target import render
 from netprobe.store import Store, open_store
 from tests.support.path_events import CN2, GT, mtr_envelope
 from tests.support.pg import BOTH, database_url
-from tests.support.store import AGENT, TARGET, icmp_envelope, typed
+from tests.support.store import AGENT, TARGET, icmp_envelope, typed, window_stats
 from tests.support.target_page import (
     ALL_LOST,
     ECHOES,
@@ -131,9 +131,9 @@ async def test_tcp_and_sse_figures_are_the_stores_merges_over_local_days(store: 
     for probe, names in (("tcp", ("connect P50, ms", "connect P95, ms", "failed connects, %")),
                          ("sse", ("first event P50, ms", "first event P95, ms", "stalls per minute"))):
         got = table(fragment, probe)
-        whole = await store.window_stats(AGENT["id"], TARGET["id"], probe, start, NOW)
-        peak = await store.window_stats(AGENT["id"], TARGET["id"], probe, start, NOW,
-                                        hours=lambda h: 20 <= (h + timedelta(hours=8)).hour < 23)
+        whole = await window_stats(store, AGENT["id"], TARGET["id"], probe, start, NOW)
+        peak = await window_stats(store, AGENT["id"], TARGET["id"], probe, start, NOW,
+                                  hours=lambda h: 20 <= (h + timedelta(hours=8)).hour < 23)
         assert whole is not None and peak is not None
         for name, figure, fmt in zip(names, ("rtt_p50_ms", "rtt_p95_ms",
                                              "loss_pct" if probe == "tcp" else "stalls_per_min"),

@@ -58,7 +58,7 @@ def test_lookups_are_cached_and_bounded(dbs: tuple[Path, Path]) -> None:
         first = geo.lookup("59.43.1.2")
         assert geo.lookup("59.43.1.2") is first
         geo.lookup("10.0.0.1")
-        info = geo.cache_info()
+        info = geo._cached.cache_info()
         assert (info.hits, info.misses, info.maxsize) == (1, 2, CACHE_SIZE)
         assert 1000 <= CACHE_SIZE <= 10000
 

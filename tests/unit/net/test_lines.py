@@ -13,7 +13,8 @@ from netprobe.config.agent import parse_config
 from netprobe.errors import ConfigError
 from netprobe.net.geoip import GeoInfo, GeoIP
 from netprobe.net.lines import (
-    KNOWN_LABELS,
+    DEFAULT_RULES,
+    FALLBACK,
     ClassificationConfig,
     LineClassifier,
     RouteVerdict,
@@ -86,9 +87,9 @@ def test_classify_by_asn_sets() -> None:
     assert CLASSIFIER.classify([4134, 23764]) == "163"  # first match wins
     assert CLASSIFIER.classify([]) == "other"
     assert CLASSIFIER.classify([13335]) == "other"
-    assert {"cn2-gia", "cn2-gt", "163", "cu-9929", "cu-4837", "cmin2", "cmi", "ctgnet",
-            "other"} == KNOWN_LABELS
-    assert CLASSIFIER.labels == KNOWN_LABELS
+    known = {"cn2-gia", "cn2-gt", "163", "cu-9929", "cu-4837", "cmin2", "cmi", "ctgnet", "other"}
+    assert {rule.label for rule in DEFAULT_RULES} | {FALLBACK} == known
+    assert CLASSIFIER.labels == known
 
 
 def test_longest_prefix_wins_cmin2_inside_cmi() -> None:

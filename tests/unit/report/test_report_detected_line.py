@@ -14,7 +14,7 @@ from netprobe.store import Store, open_store
 from netprobe.store.fleet import detected_lines
 from tests.support.pg import scratch_database
 from tests.support.report import NOW, mtr
-from tests.support.store import typed
+from tests.support.store import path_events, typed
 
 AGENT = "sh-ct-1"
 SAMPLES: list[float | None] = [50.0, 51.0, 52.0]
@@ -96,7 +96,7 @@ async def test_each_direction_has_its_own_detected_line(store: Store) -> None:
     back = await detected_lines(store, pairs, NOW, direction="return")
     assert {k[1]: (v.label, v.source) for k, v in back.items()} == {
         "hk-cn2": ("163", "rmtr"), "hk-bgp": ("cn2-gt", "rmtr")}
-    changes = await store.path_events(target_id="hk-bgp", kind="path_change", direction="return")
+    changes = await path_events(store, target_id="hk-bgp", kind="path_change", direction="return")
     assert [(e.direction, e.old_hash, e.new_hash) for e in changes] == [("return", "hash-cmi", "hash-cn2-gt")]
 
 

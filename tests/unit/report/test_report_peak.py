@@ -38,6 +38,7 @@ from tests.support.report import (
     started,
     write_all,
 )
+from tests.support.store import count_results
 
 # Derived figures (a ratio of two quantiles) get twice the sketch's 1 %.
 REL = 0.011
@@ -299,7 +300,7 @@ async def test_works_from_rollups_after_raw_retention(tmp_path: Path) -> None:
     try:
         before = await compute(store, days=7, now=NOW)
         deleted = await store.enforce_retention(raw_days=1, now=NOW + timedelta(days=30))
-        assert deleted == len(envs) and await store.count_results() == 0
+        assert deleted == len(envs) and await count_results(store) == 0
         after = await compute(store, days=7, now=NOW)
     finally:
         await store.close()

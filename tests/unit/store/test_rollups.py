@@ -12,7 +12,7 @@ import pytest
 from netprobe.store import Rollup, merge_hours, open_store
 from netprobe.store import sketch as sketches
 from netprobe.store.envelopes import parse_envelope
-from tests.support.store import icmp_envelope, typed
+from tests.support.store import icmp_envelope, typed, window_stats
 
 T0 = datetime(2026, 11, 20, 0, 0, tzinfo=UTC)
 # DDSketch guarantees 1 % on the value at a rank; NumPy interpolates between neighbouring ranks,
@@ -48,10 +48,10 @@ async def test_window_quantiles_across_hours_and_agents_match_raw_data(tmp_path:
         for i in range(0, len(envs), 200):
             await store.write(typed(envs[i:i + 200]))
         start, end = T0, T0 + timedelta(hours=36)
-        stats = await store.window_stats(None, "hk-cn2", "icmp", start, end)
-        one_agent = await store.window_stats("bj-cu-2", "hk-cn2", "icmp", start, end)
-        peak = await store.window_stats(None, "hk-cn2", "icmp", start, end,
-                                        hours=lambda h: 20 <= h.hour < 23)
+        stats = await window_stats(store, None, "hk-cn2", "icmp", start, end)
+        one_agent = await window_stats(store, "bj-cu-2", "hk-cn2", "icmp", start, end)
+        peak = await window_stats(store, None, "hk-cn2", "icmp", start, end,
+                                  hours=lambda h: 20 <= h.hour < 23)
     finally:
         await store.close()
 
@@ -134,7 +134,7 @@ async def test_sse_streams_roll_up_first_event_gap_stalls_and_delay(tmp_path: Pa
     store = await open_store(f"sqlite:///{tmp_path / 'r.db'}")
     try:
         await store.write(typed(envs))
-        window = await store.window_stats(None, None, "sse", T0, T0 + timedelta(hours=2))
+        window = await window_stats(store, None, None, "sse", T0, T0 + timedelta(hours=2))
     finally:
         await store.close()
     assert window is not None and window.rounds == 4 and window.error_rounds == 1

@@ -16,7 +16,17 @@ from netprobe.errors import StorageError, UsageError
 from netprobe.stats import jitter
 from netprobe.store import EnvelopeError, Store, default_db_url, normalise_url, open_store, state_dir
 from netprobe.store.migrate import head_revision
-from tests.support.store import TABLES, connection, icmp_envelope, schema_diff, table_names, typed
+from tests.support.store import (
+    TABLES,
+    connection,
+    count_results,
+    icmp_envelope,
+    path_events,
+    schema_diff,
+    table_names,
+    typed,
+    window_stats,
+)
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
@@ -56,7 +66,7 @@ async def test_route_events_stored_before_0006_are_forward(store: Store, url: st
         assert "direction" not in {c["name"] for c in await conn.run_sync(
             lambda sync: inspect(sync).get_columns("path_changes"))}
     assert await store.upgrade() == head_revision()
-    [event] = await store.path_events()
+    [event] = await path_events(store)
     assert (event.kind, event.direction) == ("path_change", "forward")
     async with connection(url) as conn:
         assert await conn.run_sync(schema_diff) == []
@@ -82,7 +92,7 @@ async def test_write_is_idempotent_and_rollups_are_not_doubled(store: Store) -> 
     rows_before = await store.hourly(None, None, "icmp", T0, T0 + timedelta(hours=4))
     again = await store.write(typed(envs[:10] + envs[:3]))      # replay + repeats inside the batch
     assert (again.accepted, again.duplicates) == (0, 13)
-    assert await store.count_results() == 20
+    assert await count_results(store) == 20
     rows = await store.hourly(None, None, "icmp", T0, T0 + timedelta(hours=4))
     assert rows == rows_before
 
@@ -114,7 +124,7 @@ async def test_write_is_idempotent_and_rollups_are_not_doubled(store: Store) -> 
 async def test_failed_rounds_are_counted_without_samples(store: Store) -> None:
     await store.write(typed([icmp_envelope(T0, [None] * 5),
                              icmp_envelope(T0 + timedelta(minutes=1), [10.0, 12.0])]))
-    stats = await store.window_stats("sh-ct-1", "hk-cn2", "icmp", T0, T0 + timedelta(hours=1))
+    stats = await window_stats(store, "sh-ct-1", "hk-cn2", "icmp", T0, T0 + timedelta(hours=1))
     assert stats is not None
     assert (stats.rounds, stats.error_rounds, stats.sent, stats.received) == (2, 1, 7, 2)
     assert stats.loss_pct == pytest.approx(500 / 7)
@@ -136,27 +146,27 @@ async def test_a_bad_envelope_rejects_the_whole_batch_naming_the_field(store: St
         await store.write(typed(["nope"]))  # type: ignore[list-item]
     with pytest.raises(TypeError, match="takes Envelopes"):    # JSON is validated where it comes in
         await store.write([good])  # type: ignore[list-item]
-    assert await store.count_results() == 0
+    assert await count_results(store) == 0
 
 
 async def test_retention_deletes_raw_keeps_rollups_and_refuses_replays(store: Store) -> None:
     now = T0 + timedelta(days=20)
     envs = typed(icmp_envelope(T0 + timedelta(days=d), [20.0, 21.0, 22.0]) for d in range(20))
     await store.write(envs)
-    before = await store.window_stats(None, None, "icmp", T0, now)
+    before = await window_stats(store, None, None, "icmp", T0, now)
     assert before is not None and before.rounds == 20
 
     deleted = await store.enforce_retention(14, now=now)
     assert deleted == 6                                     # days 0..5 are older than 14 days
-    assert await store.count_results() == 14
-    assert await store.count_results(start=now - timedelta(days=14)) == 14
-    after = await store.window_stats(None, None, "icmp", T0, now)
+    assert await count_results(store) == 14
+    assert await count_results(store, start=now - timedelta(days=14)) == 14
+    after = await window_stats(store, None, None, "icmp", T0, now)
     assert after == before and after.rounds == 20
 
     # a replay of a deleted round cannot be told from a new one: refused, rollups unchanged
     stats = await store.write(envs)
     assert (stats.accepted, stats.duplicates, stats.expired) == (0, 14, 6)
-    assert await store.window_stats(None, None, "icmp", T0, now) == before
+    assert await window_stats(store, None, None, "icmp", T0, now) == before
     with pytest.raises(ValueError):
         await store.enforce_retention(0)
 
@@ -170,7 +180,7 @@ async def test_two_sqlite_writers_at_once_lose_nothing(tmp_path: Path) -> None:
         results = await asyncio.gather(*(s.write(batch) for s, batch in
                                           zip([a, b] * 12, batches, strict=True)))
         assert sum(r.accepted for r in results) == 120
-        stats = await a.window_stats(None, None, "icmp", T0, T0 + timedelta(hours=1))
+        stats = await window_stats(a, None, None, "icmp", T0, T0 + timedelta(hours=1))
         assert stats is not None and stats.rounds == 120 and stats.samples == 240
     finally:
         await a.close()

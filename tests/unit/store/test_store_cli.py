@@ -15,7 +15,7 @@ from netprobe.cli import app
 from netprobe.errors import UsageError
 from netprobe.store import open_store
 from netprobe.store.migrate import head_revision
-from tests.support.store import icmp_envelope
+from tests.support.store import count_results, icmp_envelope, window_stats
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
@@ -59,8 +59,8 @@ def _count(url: str) -> tuple[int, int]:
     async def run() -> tuple[int, int]:
         store = await open_store(url)
         try:
-            stats = await store.window_stats(None, None, "icmp", T0, T0 + timedelta(hours=1))
-            return await store.count_results(), stats.rounds if stats else 0
+            stats = await window_stats(store, None, None, "icmp", T0, T0 + timedelta(hours=1))
+            return await count_results(store), stats.rounds if stats else 0
         finally:
             await store.close()
     return asyncio.run(run())

@@ -13,6 +13,7 @@ import pytest
 
 from netprobe.probes.icmp import packets
 from netprobe.probes.icmp.engine import IcmpEngine
+from tests.support.icmp import parse_reply
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="raw ICMP sockets need root")
 
@@ -97,10 +98,10 @@ def test_checksum_is_valid_ones_complement() -> None:
 def test_parse_reply_rejects_other_types_and_short_packets() -> None:
     payload = packets.make_payload(b"abcdefgh", 56)
     req = packets.echo_request(False, 1, 2, payload, packets.payload_sum(payload))
-    assert packets.parse_reply(req, 0, packets.ECHO_REPLY_V4) is None   # a request, not a reply
+    assert parse_reply(req, 0, packets.ECHO_REPLY_V4) is None   # a request, not a reply
     reply = bytes([0]) + req[1:]
-    assert packets.parse_reply(reply, 0, packets.ECHO_REPLY_V4) == (1, 2, b"abcdefgh")
-    assert packets.parse_reply(reply[:10], 0, packets.ECHO_REPLY_V4) is None
+    assert parse_reply(reply, 0, packets.ECHO_REPLY_V4) == (1, 2, b"abcdefgh")
+    assert parse_reply(reply[:10], 0, packets.ECHO_REPLY_V4) is None
 
 
 def test_no_permission_for_icmp_sockets_is_a_clear_error_exit_2() -> None:

@@ -26,6 +26,7 @@ from netprobe.probes.base import ProbeContext, ProbeTarget, ReflectorAuth
 from netprobe.probes.rmtr.runtime import BadAnswer, RmtrResult, RmtrSettings, read_answer
 from netprobe.store import open_store
 from tests.support.farend import Reflector, running_reflector
+from tests.support.store import path_events
 
 
 @pytest.fixture
@@ -275,7 +276,7 @@ def test_agent_stores_the_way_back_and_its_return_line_mismatch(reflector: Refle
     async def read() -> tuple[list[dict[str, Any]], list[Any]]:
         store = await open_store(f"sqlite:///{db}", upgrade=False)
         try:
-            return [r.envelope.raw for r in await store.results()], await store.path_events()
+            return [r.envelope.raw for r in await store.results()], await path_events(store)
         finally:
             await store.close()
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from netprobe.errors import NetprobeError
 from netprobe.probes.sse.parser import SseComment, SseEvent, SseParser, SseTooLarge
+from tests.support.sse import buffered_bytes, bytes_seen, last_event_id, retry_ms
 
 Item = SseEvent | SseComment
 
@@ -244,28 +245,28 @@ def test_id_is_kept_across_events_and_ignored_when_it_holds_nul() -> None:
     got = p.feed(b"id: 7\ndata: a\n\ndata: b\n\nid: 8\x009\ndata: c\n\nid\ndata: d\n\n", 0)
     assert [(e.data, e.id) for e in got if isinstance(e, SseEvent)] == [
         ("a", "7"), ("b", "7"), ("c", "7"), ("d", "")]
-    assert p.last_event_id == ""
-    assert SseParser().last_event_id is None
+    assert last_event_id(p) == ""
+    assert last_event_id(SseParser()) is None
 
 
 def test_id_without_data_sets_the_last_event_id_but_dispatches_nothing() -> None:
     p = SseParser()
     assert p.feed(b"id: 42\n\n", 0) == []
-    assert p.last_event_id == "42"
+    assert last_event_id(p) == "42"
 
 
 @pytest.mark.parametrize("value", [b"15a", b"-1", b"1.5", b"", b" 100", b"\xd9\xa3", b"1" * 19, b"9" * 5000])
 def test_retry_only_ascii_digits(value: bytes) -> None:
     p = SseParser()
     p.feed(b"retry: 1500\n\nretry: " + value + b"\ndata: x\n\n", 0)
-    assert p.retry_ms == 1500
+    assert retry_ms(p) == 1500
 
 
 def test_retry_is_in_force_at_dispatch() -> None:
     p = SseParser()
     got = p.feed(b"data: a\n\nretry:3000\ndata: b\n\ndata: c\n\n", 0)
     assert [e.retry for e in got if isinstance(e, SseEvent)] == [None, 3000, 3000]
-    assert p.retry_ms == 3000
+    assert retry_ms(p) == 3000
 
 
 def test_empty_data_buffer_dispatches_nothing() -> None:
@@ -351,7 +352,7 @@ def test_bytes_seen_counts_everything_fed() -> None:
     p = SseParser()
     p.feed(b"\xef\xbb", 0)
     p.feed(b"\xbfdata: x\r\n\r\n: c", 1)
-    assert p.bytes_seen == 2 + 15
+    assert bytes_seen(p) == 2 + 15
 
 
 # --- caps and memory -------------------------------------------------------------------------------------
@@ -368,10 +369,10 @@ def test_a_huge_event_raises_and_memory_stays_bounded() -> None:
     with pytest.raises(SseTooLarge) as info:
         for i in range(1000):
             p.feed(chunk, i)
-            assert p.buffered_bytes <= cap
+            assert buffered_bytes(p) <= cap
     assert i * len(chunk) <= cap + len(chunk)
     assert info.value.events == []
-    assert p.buffered_bytes == 0
+    assert buffered_bytes(p) == 0
     with pytest.raises(SseTooLarge):  # spent: it does not pick up mid-stream
         p.feed(b"\n\ndata: x\n\n", 0)
     assert p.close() is False
@@ -387,7 +388,7 @@ def test_an_endless_line_raises_and_memory_stays_bounded() -> None:
             for i in range(10_000):
                 p.feed(chunk, i)
                 assert len(p._tail) <= cap + len(chunk)
-                assert p.buffered_bytes <= cap
+                assert buffered_bytes(p) <= cap
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -408,7 +409,7 @@ def test_within_the_caps_nothing_is_raised_and_buffers_drain() -> None:
     p = SseParser(max_event_bytes=100)
     for i in range(1000):  # an endless stream of small events and comments is fine
         p.feed(b": ping\ndata: " + b"x" * 80 + b"\n\n", i)
-    assert p.buffered_bytes == 0
+    assert buffered_bytes(p) == 0
 
 
 def test_events_before_the_oversized_one_in_the_same_read_are_kept_on_the_error() -> None:

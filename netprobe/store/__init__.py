@@ -18,7 +18,7 @@ if TYPE_CHECKING:
         stored_envelope,
     )
     from netprobe.store.events import PATH_CHANGE, PathEvent
-    from netprobe.store.rollups import HourRow, Rollup, WindowStats, merge_hours
+    from netprobe.store.rollups import Rollup
     from netprobe.store.store import DEFAULT_RAW_RETENTION_DAYS, Store, WriteStats, open_store
     from netprobe.store.urls import default_db_url, display_url, normalise_url, state_dir
 
@@ -26,7 +26,7 @@ _WHERE = {
     "Envelope": "envelopes", "EnvelopeError": "envelopes", "parse_envelope": "envelopes",
     "parse_envelopes": "envelopes", "stored_envelope": "envelopes",
     "PATH_CHANGE": "events", "PathEvent": "events",
-    "HourRow": "rollups", "Rollup": "rollups", "WindowStats": "rollups", "merge_hours": "rollups",
+    "Rollup": "rollups",
     "DEFAULT_RAW_RETENTION_DAYS": "store", "Store": "store", "WriteStats": "store", "open_store": "store",
     "default_db_url": "urls", "display_url": "urls", "normalise_url": "urls", "state_dir": "urls",
 }
@@ -36,15 +36,12 @@ __all__ = [
     "PATH_CHANGE",
     "Envelope",
     "EnvelopeError",
-    "HourRow",
     "PathEvent",
     "Rollup",
     "Store",
-    "WindowStats",
     "WriteStats",
     "default_db_url",
     "display_url",
-    "merge_hours",
     "normalise_url",
     "open_store",
     "parse_envelope",

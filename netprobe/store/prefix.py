@@ -117,14 +117,6 @@ class Sums:
         return Sums(self.hours, list(self.c), self.pos_off, list(self.pos), self.neg_off, list(self.neg),
                     self.zero, {k: list(v) for k, v in self.extras.items()})
 
-    def to_json(self) -> list[Any]:
-        return [self.hours, self.c, self.pos_off, self.pos, self.neg_off, self.neg, self.zero, self.extras]
-
-    @classmethod
-    def from_json(cls, d: Sequence[Any]) -> Sums:
-        # counts and sums as orjson gives them (int or float): adding them is exact either way
-        return cls(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7])
-
     def rollup(self, lo: float | None, hi: float | None, sketch: bool = True) -> Rollup:
         """The Rollup these sums stand for, with the exact min/max the caller knows (`sketch=False`:
         without the sketch, for the counters alone)."""

@@ -27,7 +27,7 @@ from netprobe.store import events, migrate, outbox, prefix_read, prefix_sql, rea
 from netprobe.store import sketch as sketches
 from netprobe.store.engine import READ_ONLY, AsyncConnection, AsyncEngine, create_engine, mapped_errors
 from netprobe.store.envelopes import Envelope, stored_envelope
-from netprobe.store.rollups import HourKey, HourRow, Rollup, hour_deltas, hour_of
+from netprobe.store.rollups import HourKey, Rollup, hour_deltas
 from netprobe.store.schema import (
     UTCDateTime,
     agents,
@@ -701,19 +701,6 @@ class Store:
         """A round trip to the database (a health check); StorageError when it does not answer."""
         async with self._read("checking") as conn:
             await conn.execute(_PING)
-
-    async def hourly(self, agent_id: str | None, target_id: str | None, probe: str | None,
-                     start: datetime, end: datetime) -> list[HourRow]:
-        """Hour rows overlapping [start, end), oldest first; None for an id means every one."""
-        q = select(rollups_hourly).where(_R.hour >= hour_of(_aware(start, "start")),
-                                         _R.hour < _aware(end, "end"))
-        for col, value in ((_R.agent_id, agent_id), (_R.target_id, target_id), (_R.probe, probe)):
-            if value is not None:
-                q = q.where(col == value)
-        q = q.order_by(_R.hour, _R.agent_id, _R.target_id, _R.probe)
-        async with self._read("reading rollups from") as conn:
-            rows = (await conn.execute(q)).mappings().all()
-        return [HourRow.from_row(dict(r)) for r in rows]
 
     async def results(self, agent_id: str | None = None, target_id: str | None = None,
                       probe: str | None = None, start: datetime | None = None, end: datetime | None = None,

@@ -18,6 +18,7 @@ from tests.support.store import (
     TABLES,
     connection,
     count_results,
+    hourly,
     icmp_envelope,
     schema_diff,
     table_names,
@@ -62,10 +63,10 @@ async def test_migrations_up_down_up_and_match_the_models(store: Store, pg_url: 
 async def test_write_replay_and_timestamps(store: Store) -> None:
     envs = typed(icmp_envelope(T0 + timedelta(minutes=10 * i), [30.0 + i, 31.0, None]) for i in range(12))
     assert (await store.write(envs)).accepted == 12
-    before = await store.hourly("sh-ct-1", "hk-cn2", "icmp", T0, T0 + timedelta(hours=3))
+    before = await hourly(store, "sh-ct-1", "hk-cn2", "icmp", T0, T0 + timedelta(hours=3))
     replay = await store.write(envs + envs[:2])
     assert (replay.accepted, replay.duplicates) == (0, 14)
-    rows = await store.hourly("sh-ct-1", "hk-cn2", "icmp", T0, T0 + timedelta(hours=3))
+    rows = await hourly(store, "sh-ct-1", "hk-cn2", "icmp", T0, T0 + timedelta(hours=3))
     assert rows == before
     assert [r.hour for r in rows] == [T0, T0 + timedelta(hours=1)]
     assert all(r.hour.tzinfo is UTC for r in rows)
@@ -87,7 +88,7 @@ async def test_concurrent_writers_to_one_hour_lose_no_update(pg_url: str) -> Non
         results = await asyncio.gather(*jobs)
         assert sum(r.accepted for r in results) == 200
         assert sum(r.duplicates for r in results) == 50
-        rows = await a.hourly(None, None, "icmp", T0, T0 + timedelta(hours=1))
+        rows = await hourly(a, None, None, "icmp", T0, T0 + timedelta(hours=1))
         assert len(rows) == 1
         row = rows[0]
         assert (row.rounds, row.sent, row.received, row.samples) == (200, 800, 600, 600)
@@ -151,7 +152,7 @@ async def test_bulk_writers_racing_to_one_hour_lose_no_update(pg_url: str) -> No
         results = await asyncio.gather(*jobs)
         assert sum(r.accepted for r in results) == 200
         assert sum(r.duplicates for r in results) == 50
-        rows = await a.hourly(None, None, "icmp", T0, T0 + timedelta(hours=1))
+        rows = await hourly(a, None, None, "icmp", T0, T0 + timedelta(hours=1))
         assert len(rows) == 1
         row = rows[0]
         assert (row.rounds, row.sent, row.received, row.samples) == (200, 800, 600, 600)
@@ -179,7 +180,7 @@ async def test_bulk_write_whose_copy_collides_stores_what_a_plain_write_does(
         try:
             await plain.write(envs[:12])
             await plain.write(envs)
-            want = await plain.hourly(None, None, None, *span)
+            want = await hourly(plain, None, None, None, *span)
         finally:
             await plain.close()
     assert (await store.write(envs[:12])).accepted == 12
@@ -190,5 +191,5 @@ async def test_bulk_write_whose_copy_collides_stores_what_a_plain_write_does(
     stats = await store.write(envs, bulk=True)
     assert (stats.accepted, stats.duplicates) == (18, 12)
     assert await count_results(store) == 30
-    got = await store.hourly(None, None, None, *span)
+    got = await hourly(store, None, None, None, *span)
     assert [r.to_dict() for r in got] == [r.to_dict() for r in want] and sum(r.rounds for r in got) == 30

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -25,8 +25,8 @@ from netprobe.store.engine import AsyncConnection, create_engine
 from netprobe.store.envelopes import Envelope, parse_envelopes
 from netprobe.store.events import PathEvent
 from netprobe.store.reads import utc
-from netprobe.store.rollups import WindowStats, merge_hours
-from netprobe.store.schema import metadata
+from netprobe.store.rollups import HOUR, Rollup, hour_of
+from netprobe.store.schema import metadata, rollups_hourly
 from netprobe.store.urls import normalise_url
 
 TABLES = {"agents", "targets", "probe_results", "rollups_hourly", "rollups_prefix", "path_changes",
@@ -100,13 +100,121 @@ def schema_diff(conn: Connection) -> list[object]:
     return list(compare_metadata(MigrationContext.configure(conn), metadata))
 
 
-# -- reading a store back (its public reads: hourly() and reading()'s plain SQL) -------------------
+# -- reading a store back (its plain SQL, through reading()) ------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Figures:
+    rounds: int
+    error_rounds: int
+    sent: int
+    received: int
+    duplicates: int
+    loss_pct: float | None           # 100·(sent−received)/sent over the whole span
+    loss_pct_mean: float | None      # mean of the rounds' own loss_pct
+    samples: int                     # received RTT samples behind the quantiles
+    rtt_min_ms: float | None
+    rtt_max_ms: float | None
+    rtt_avg_ms: float | None
+    rtt_p50_ms: float | None         # from the merged DDSketch (±1 %)
+    rtt_p95_ms: float | None
+    rtt_p99_ms: float | None
+    jitter_ms: float | None          # mean of the rounds' jitter
+    # the probes' own figures (rollup_figures(): sse's gap_p95_ms, stalls_per_min, …), also readable
+    # as attributes
+    extra: Mapping[str, float | None]
+
+    def __getattr__(self, name: str) -> float | None:
+        # only called when `name` is not a field: a probe's figure
+        if name == "extra" or name.startswith("__"):
+            raise AttributeError(name)   # copy/pickle asking before the fields are set
+        try:
+            return self.extra[name]
+        except KeyError:
+            raise AttributeError(f"{type(self).__name__!r} has no figure {name!r}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class HourRow(_Figures):
+    agent_id: str
+    target_id: str
+    probe: str
+    hour: datetime                   # UTC start of the hour
+    rollup: Rollup = field(repr=False, compare=False)
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> HourRow:
+        rollup = Rollup.from_row(row)
+        return cls(agent_id=row["agent_id"], target_id=row["target_id"], probe=row["probe"],
+                   hour=row["hour"], rollup=rollup, **_fields(rollup))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {**{k: getattr(self, k) for k in _FIGURES}, **self.extra}
+        return {"agent_id": self.agent_id, "target_id": self.target_id, "probe": self.probe,
+                "hour": self.hour.isoformat().replace("+00:00", "Z"), **d}
+
+
+@dataclass(frozen=True, slots=True)
+class WindowStats(_Figures):
+    start: datetime                  # first hour merged
+    end: datetime                    # end of the last hour merged
+    hours: int                       # hour rows merged (across agents/targets when not filtered)
+    rollup: Rollup = field(repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {**{k: getattr(self, k) for k in _FIGURES}, **self.extra}
+        return {"start": self.start.isoformat().replace("+00:00", "Z"),
+                "end": self.end.isoformat().replace("+00:00", "Z"), "hours": self.hours, **d}
+
+
+_FIGURES = tuple(k for k in _Figures.__dataclass_fields__ if k != "extra")
+
+
+def _fields(rollup: Rollup) -> dict[str, Any]:
+    """Rollup.figures as _Figures' fields: the common ones, and the probes' under `extra`."""
+    figures = rollup.figures()
+    common = {k: figures.pop(k) for k in _FIGURES}
+    return {**common, "extra": figures}
+
+
+def merge_hours(rows: Iterable[HourRow]) -> WindowStats | None:
+    """Merge any set of hour rows (several agents, targets, non-contiguous hours); None if empty."""
+    total = Rollup()
+    hours: list[datetime] = []
+    for row in rows:
+        total.merge(row.rollup)
+        hours.append(row.hour)
+    if not hours:
+        return None
+    return WindowStats(start=min(hours), end=max(hours) + HOUR, hours=len(hours), rollup=total,
+                       **_fields(total))
+
+
+_HOUR_COLS = [c.name for c in rollups_hourly.c]
+
+
+async def hourly(store: Store, agent_id: str | None, target_id: str | None, probe: str | None,
+                 start: datetime, end: datetime) -> list[HourRow]:
+    """Hour rows overlapping [start, end), oldest first; None for an id means every one."""
+    if start.tzinfo is None:
+        raise ValueError("start must be timezone-aware (UTC), got a naive datetime")
+    where, params = _where({"agent_id": agent_id, "target_id": target_id, "probe": probe},
+                           ("hour", ">=", hour_of(start)), ("hour", "<", end))
+    sql = (f"SELECT {', '.join(_HOUR_COLS)} FROM rollups_hourly{where}"
+           " ORDER BY hour, agent_id, target_id, probe")
+    async with store.reading("reading rollups from") as conn:
+        rows = await conn.fetch(sql, params)
+    out = []
+    for r in rows:
+        row = dict(zip(_HOUR_COLS, r, strict=True))
+        out.append(HourRow.from_row({**row, "hour": utc(row["hour"])}))
+    return out
+
+
 async def window_stats(store: Store, agent_id: str | None, target_id: str | None, probe: str | None,
                        start: datetime, end: datetime, *,
                        hours: Callable[[datetime], bool] | None = None) -> WindowStats | None:
     """Merge the hours overlapping [start, end) (optionally only those `hours(hour_start)` keeps)
     across whatever agents/targets match; None when nothing was measured."""
-    rows = await store.hourly(agent_id, target_id, probe, start, end)
+    rows = await hourly(store, agent_id, target_id, probe, start, end)
     return merge_hours(r for r in rows if hours is None or hours(r.hour))
 
 

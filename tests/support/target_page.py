@@ -16,7 +16,7 @@ from typing import Any
 from netprobe.store import Rollup, Store, open_store
 from tests.support.path_events import C163, CN2, GT, GT2, mtr_envelope
 from tests.support.report import sse, tcp
-from tests.support.store import AGENT, TARGET, icmp_envelope, typed
+from tests.support.store import AGENT, TARGET, hourly, icmp_envelope, typed
 
 NOW = datetime(2026, 11, 20, 12, 34, tzinfo=UTC)          # 20:34 in Shanghai
 HOUR = timedelta(hours=1)
@@ -101,7 +101,7 @@ def bucket_key(at: datetime, hours: int) -> int:
 
 async def expected_buckets(store: Store, days: int, hours: int) -> dict[int, tuple[Rollup, list[int]]]:
     """Per bucket key: the DDSketch merge of its hour rows (Rollup.merge) and the hours-ago it holds."""
-    rows = await store.hourly(AGENT["id"], TARGET["id"], "icmp", END - timedelta(days=days + 1), END)
+    rows = await hourly(store, AGENT["id"], TARGET["id"], "icmp", END - timedelta(days=days + 1), END)
     out: dict[int, tuple[Rollup, list[int]]] = {}
     first = bucket_key(END - timedelta(days=days), hours)    # the first bucket holds the span's start
     for row in rows:

@@ -24,7 +24,7 @@ from netprobe.collector.tokens import Tokens, hash_token
 from netprobe.config.collector import CollectorConfig, parse_collector_config
 from netprobe.store import Store, open_store
 from tests.support.pg import scratch_database
-from tests.support.store import connection, count_results, icmp_envelope
+from tests.support.store import connection, count_results, hourly, icmp_envelope
 
 T0 = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=2)
 AGENT = "sh-ct-1"
@@ -287,7 +287,7 @@ async def test_concurrent_replays_of_one_batch_store_it_once(pg: Served) -> None
     assert sum(r[1]["accepted"] for r in results) == 300
     assert sum(r[1]["duplicates"] for r in results) == 7 * 300
     assert await count_results(pg.store) == 300
-    rows = await pg.store.hourly(AGENT, None, "icmp", T0 - timedelta(hours=1), T0 + timedelta(hours=4))
+    rows = await hourly(pg.store, AGENT, None, "icmp", T0 - timedelta(hours=1), T0 + timedelta(hours=4))
     assert sum(r.rounds for r in rows) == 300
 
 

@@ -30,7 +30,7 @@ from netprobe.store.rollups import Rollup, accumulate, hour_deltas, key_of
 from netprobe.store.schema import agents, targets
 from tests.support.path_events import CN2, CN2_ECMP, mtr_envelope
 from tests.support.pg import scratch_database
-from tests.support.store import connection, icmp_envelope, path_events, typed
+from tests.support.store import connection, hourly, icmp_envelope, path_events, typed
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
@@ -320,7 +320,7 @@ async def test_written_rollups_equal_the_merge_of_each_batchs_rounds(any_url: st
     try:
         for batch in batches:
             await store.write(typed(batch), bulk=bulk)
-        got = await store.hourly(None, None, None, T0 - timedelta(days=400), T0 + timedelta(days=400))
+        got = await hourly(store, None, None, None, T0 - timedelta(days=400), T0 + timedelta(days=400))
     finally:
         await store.close()
     want = _old_rollups(batches)
@@ -414,7 +414,7 @@ async def test_received_texts_store_what_the_plain_path_stores(two_databases: tu
             assert got == await plain.write(typed(batch))
         assert await fast.results() == await plain.results()
         end = T0 + timedelta(hours=3)
-        rows = [await s.hourly(None, None, None, T0, end) for s in (fast, plain)]
+        rows = [await hourly(s, None, None, None, T0, end) for s in (fast, plain)]
         assert [r.to_dict() for r in rows[0]] == [r.to_dict() for r in rows[1]]
         assert [r.rollup.to_row() for r in rows[0]] == [r.rollup.to_row() for r in rows[1]]
         events = [[{k: v for k, v in asdict(e).items() if k != "id"} for e in await path_events(s)]

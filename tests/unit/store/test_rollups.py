@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from netprobe.store import Rollup, merge_hours, open_store
+from netprobe.store import Rollup, open_store
 from netprobe.store import sketch as sketches
 from netprobe.store.envelopes import parse_envelope
-from tests.support.store import icmp_envelope, typed, window_stats
+from tests.support.store import icmp_envelope, merge_hours, typed, window_stats
 
 T0 = datetime(2026, 11, 20, 0, 0, tzinfo=UTC)
 # DDSketch guarantees 1 % on the value at a rank; NumPy interpolates between neighbouring ranks,

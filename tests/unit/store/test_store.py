@@ -20,6 +20,7 @@ from tests.support.store import (
     TABLES,
     connection,
     count_results,
+    hourly,
     icmp_envelope,
     path_events,
     schema_diff,
@@ -89,11 +90,11 @@ async def test_write_is_idempotent_and_rollups_are_not_doubled(store: Store) -> 
             for i in range(20)]
     first = await store.write(typed(envs))
     assert (first.accepted, first.duplicates) == (20, 0)
-    rows_before = await store.hourly(None, None, "icmp", T0, T0 + timedelta(hours=4))
+    rows_before = await hourly(store, None, None, "icmp", T0, T0 + timedelta(hours=4))
     again = await store.write(typed(envs[:10] + envs[:3]))      # replay + repeats inside the batch
     assert (again.accepted, again.duplicates) == (0, 13)
     assert await count_results(store) == 20
-    rows = await store.hourly(None, None, "icmp", T0, T0 + timedelta(hours=4))
+    rows = await hourly(store, None, None, "icmp", T0, T0 + timedelta(hours=4))
     assert rows == rows_before
 
     # every hour's figures equal what the raw samples say
@@ -237,4 +238,4 @@ async def test_unopenable_database_is_a_storage_error(tmp_path: Path) -> None:
 
 async def test_naive_datetimes_are_refused(store: Store) -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
-        await store.hourly(None, None, None, datetime(2026, 1, 1), T0)
+        await store.results(start=datetime(2026, 1, 1), end=T0)

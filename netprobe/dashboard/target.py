@@ -170,7 +170,8 @@ def figures_of(w: Window) -> dict[str, Any]:
     if not len(w.hours) or not w.hours[0]:
         return {}
     lo, hi = w.ext[0, 0], w.ext[0, 1]
-    return figures(w.sums(0), None if np.isnan(lo) else float(lo), None if np.isnan(hi) else float(hi))
+    return figures([w.sums(0)], [None if np.isnan(lo) else float(lo)],
+                   [None if np.isnan(hi) else float(hi)])[0]
 
 
 def _ms(v: Any) -> str:

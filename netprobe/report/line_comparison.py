@@ -39,16 +39,21 @@ def line_of(row: PeakRow) -> str:
     return row.line or row.detected_line or UNDECLARED
 
 
-def _merged(windows: Iterable[MergedHours | None]) -> dict[str, Any]:
-    """Rollup.figures of the windows merged (their bins summed, no sketch built: hour_arrays.figures); {} for
-    none. The exact min and max of the merge are the members' min of mins and max of maxes."""
+def _merged(windows: Iterable[MergedHours | None]) -> tuple[Sums, float | None, float | None] | None:
+    """The windows merged: their sums added, the min of mins and max of maxes (None for none)."""
     members = [m for m in windows if m is not None]
     if not members:
-        return {}
+        return None
     lows = [m.lo for m in members if m.lo is not None]
     highs = [m.hi for m in members if m.hi is not None]
-    return figures(Sums.total([m.sums for m in members]), min(lows) if lows else None,
-                   max(highs) if highs else None)
+    return Sums.total([m.sums for m in members]), min(lows) if lows else None, max(highs) if highs else None
+
+
+def _figures(merged: Sequence[tuple[Sums, float | None, float | None] | None]) -> list[dict[str, Any]]:
+    """Rollup.figures of each merge (every group's quantiles in one step); {} for none."""
+    have = [m for m in merged if m is not None]
+    got = iter(figures([m[0] for m in have], [m[1] for m in have], [m[2] for m in have]))
+    return [next(got) if m is not None else {} for m in merged]
 
 
 def compare_lines(rows: Sequence[PeakRow]) -> list[LineFigures]:
@@ -56,10 +61,12 @@ def compare_lines(rows: Sequence[PeakRow]) -> list[LineFigures]:
     groups: dict[tuple[str, str, str], list[PeakRow]] = {}
     for row in rows:
         groups.setdefault((row.region or "", row.datacenter or "", line_of(row)), []).append(row)
+    merged = [_merged(r.peak.merged for r in members) for members in groups.values()]
+    merged += [_merged(r.offpeak.merged for r in members) for members in groups.values()]
+    done = _figures(merged)
     out = []
-    for (region, dc, line), members in groups.items():
-        pf = _merged(r.peak.merged for r in members)
-        of = _merged(r.offpeak.merged for r in members)
+    for k, ((region, dc, line), members) in enumerate(groups.items()):
+        pf, of = done[k], done[len(groups) + k]
         out.append(LineFigures(
             region=region or None, datacenter=dc or None, line=line,
             targets=tuple(sorted({r.target for r in members})),

@@ -458,25 +458,48 @@ def quantile_rows(pos_lo: int, pos: F64, neg_lo: int, neg: F64, zero: F64, qs: S
     return out
 
 
-def one_row(sums: Sums, lo: float | None, hi: float | None) -> Window:
-    """`sums` as a window of one series, its exact min/max `lo`, `hi`."""
-    ext = np.array([[np.nan if lo is None else lo, np.nan if hi is None else hi, np.nan, np.nan]])
-    return Window(np.array([sums.hours], np.int64), np.array([sums.c], np.float64),
-                  np.array([float(sums.zero)]), sums.pos_off, np.array([sums.pos], np.float64).reshape(1, -1),
-                  sums.neg_off, np.array([sums.neg], np.float64).reshape(1, -1), {}, ext)
+def stacked(sums: Sequence[Sums], lo: Sequence[float | None], hi: Sequence[float | None]) -> Window:
+    """Each of `sums` as a series of one window (its bins laid on one key range), its exact min/max
+    `lo[i]`, `hi[i]`."""
+    n = len(sums)
+
+    def lay(parts: list[tuple[int, list[float]]]) -> tuple[int, F64]:
+        have = [(off, b) for off, b in parts if b]
+        first = min((off for off, _ in have), default=0)
+        out = np.zeros((n, max((off + len(b) for off, b in have), default=first) - first))
+        for i, (off, b) in enumerate(parts):
+            if b:
+                out[i, off - first:off - first + len(b)] = b
+        return first, out
+
+    pos_lo, pos = lay([(s.pos_off, s.pos) for s in sums])
+    neg_lo, neg = lay([(s.neg_off, s.neg) for s in sums])
+    ext = np.full((n, 4), np.nan)
+    ext[:, 0] = [np.nan if v is None else v for v in lo]
+    ext[:, 1] = [np.nan if v is None else v for v in hi]
+    counters = np.array([s.c for s in sums], np.float64).reshape(n, NC)
+    zero = np.array([float(s.zero) for s in sums])
+    hours = np.array([s.hours for s in sums], np.int64)
+    return Window(hours, counters, zero, pos_lo, pos, neg_lo, neg, {}, ext)
 
 
 def quantiles(sums: Sums, qs: Sequence[float], lo: float | None, hi: float | None) -> list[float | None]:
     """Rollup.quantile of `sums.rollup(lo, hi)` for each q, without building the sketch."""
-    return [_none(v) for v in one_row(sums, lo, hi).quantiles(qs)[0]]
+    return [_none(v) for v in stacked([sums], [lo], [hi]).quantiles(qs)[0]]
 
 
-def figures(sums: Sums, lo: float | None, hi: float | None) -> dict[str, Any]:
-    """Rollup.figures of `sums.rollup(lo, hi)`, its quantiles by quantile_rows (no sketch built)."""
-    out = sums.rollup(lo, hi, sketch=False).figures()
-    out["rtt_p50_ms"], out["rtt_p95_ms"], out["rtt_p99_ms"] = quantiles(sums, (0.50, 0.95, 0.99), lo, hi)
+def figures(sums: Sequence[Sums], lo: Sequence[float | None],
+            hi: Sequence[float | None]) -> list[dict[str, Any]]:
+    """Rollup.figures of each `sums[i].rollup(lo[i], hi[i])`, the quantiles of all of them by one
+    quantile_rows (no sketch built)."""
+    qs = stacked(sums, lo, hi).quantiles((0.50, 0.95, 0.99)) if sums else np.zeros((0, 3))
+    out = []
+    for s, a, b, q in zip(sums, lo, hi, qs, strict=True):
+        f = s.rollup(a, b, sketch=False).figures()
+        f["rtt_p50_ms"], f["rtt_p95_ms"], f["rtt_p99_ms"] = map(_none, q)
+        out.append(f)
     return out
 
 
 __all__ = ["Builder", "HourArrays", "Window", "bin_values", "combine", "decode_extremes",
-           "figures", "one_row", "quantile_rows", "quantiles"]
+           "figures", "quantile_rows", "quantiles", "stacked"]

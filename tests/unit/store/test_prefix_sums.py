@@ -46,7 +46,7 @@ def test_figures_and_quantiles_equal_the_merged_sketch(seed: int) -> None:
     for _, row in hours:
         sums.add_row(row)
     want = _merged([r for r, _ in hours])
-    assert figures(sums, want.rtt_min, want.rtt_max) == want.figures()
+    assert figures([sums], [want.rtt_min], [want.rtt_max])[0] == want.figures()
     qs = (0.0, 0.05, 0.5, 0.95, 0.99, 1.0)
     assert quantiles(sums, qs, want.rtt_min, want.rtt_max) == [want.quantile(q) for q in qs]
 
@@ -56,7 +56,7 @@ def test_figures_and_quantiles_equal_the_merged_sketch(seed: int) -> None:
         before.add_row(row)
     sums.add(before, -1.0)
     later = _merged([r for r, _ in hours[2:]])
-    got, exp = figures(sums, later.rtt_min, later.rtt_max), later.figures()
+    got, exp = figures([sums], [later.rtt_min], [later.rtt_max])[0], later.figures()
     for key in ("rtt_p50_ms", "rtt_p95_ms", "rtt_p99_ms", "rounds", "sent", "received", "samples"):
         assert got[key] == exp[key], key          # bins and counts subtract exactly
     assert got == pytest.approx(exp, rel=1e-12)   # float sums (rtt_sum, jitter) to rounding
@@ -67,7 +67,7 @@ def test_figures_and_quantiles_equal_the_merged_sketch(seed: int) -> None:
 
 def test_no_samples() -> None:
     assert quantiles(Sums(), (0.5, 0.95), None, None) == [None, None]
-    assert figures(Sums(), None, None) == Rollup().figures()
+    assert figures([Sums()], [None], [None])[0] == Rollup().figures()
 
 
 @pytest.mark.parametrize("seed", range(4))

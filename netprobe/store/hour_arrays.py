@@ -110,13 +110,10 @@ class Builder:
         a = HourArrays(targets, np.zeros((n, 24), np.int64), np.zeros((n, 24, NC)), np.zeros((n, 24)),
                        pos_lo, np.zeros((n, 24, pos_hi - pos_lo)), neg_lo, np.zeros((n, 24, neg_hi - neg_lo)),
                        {}, np.full((n, 24, 4), np.nan), None if hours is None else frozenset(hours))
-        # each series' sums at its last day, where nothing came before them, are laid down, not added
-        added = self.payloads[1.0]
-        fresh = len({t for t, _ in added}) == len(added)
         for sign in (1.0, -1.0):
             for members, batch in batches[sign]:
                 series = np.asarray([at[self.payloads[sign][k][0]] for k in members], np.intp)
-                _add_batch(a, series, batch, sign, hours, fresh and sign > 0)
+                _add_batch(a, series, batch, sign, hours)
         for slot in a.extras.values():      # an extra no round had is none (Sums.add drops it)
             slot[slot[..., 1] == 0, 0] = 0.0
         a.ext = _levels(a.ext, at, self.stored_levels)
@@ -198,10 +195,10 @@ def _decode_many(datas: Sequence[bytes]) -> list[tuple[list[int], _Batch]]:
     return out
 
 
-def _add_batch(a: HourArrays, idx: npt.NDArray[np.intp], b: _Batch, sign: float, hours: Sequence[int] | None,
-               fresh: bool = False) -> None:
+def _add_batch(a: HourArrays, idx: npt.NDArray[np.intp], b: _Batch, sign: float,
+               hours: Sequence[int] | None) -> None:
     """A batch into its series (each series once), as _add_parts adds the same payloads one by one;
-    the bins of the hours of day `hours` only (None: all). `fresh`: the series' bins are all zero yet."""
+    the bins of the hours of day `hours` only (None: all)."""
     op = np.add if sign > 0 else np.subtract
     a.hours[idx] = op(a.hours[idx], b.hours)
     a.c[idx] = op(a.c[idx], b.c)
@@ -219,15 +216,14 @@ def _add_batch(a: HourArrays, idx: npt.NDArray[np.intp], b: _Batch, sign: float,
         width = into.shape[2]
         dest = (idx[:, None] * 24 + hs[None, :]) * width + b.spans[:, hs, col] - lo
         _scatter(into, dest.reshape(-1), b.spans[:, hs, col + 1].reshape(-1), b.bins, op,
-                 first[:, hs].reshape(-1), fresh)
+                 first[:, hs].reshape(-1))
 
 
 def _scatter(into: F64, base: npt.NDArray[np.int64], lens: npt.NDArray[np.int64], vals: Sequence[Any] | F64,
-             op: Any = np.add, src: npt.NDArray[np.int64] | None = None, fresh: bool = False) -> None:
+             op: Any = np.add, src: npt.NDArray[np.int64] | None = None) -> None:
     """Runs of bins into the flat array: run k (lens[k] values of vals[k]) starts at flat index
     base[k]; all runs in one indexed step. With `src`, vals is one array and run k is
-    vals[src[k]:src[k] + lens[k]]. `fresh`: the runs land on zeros (each place once), so they are
-    written as they are (0 + x is x) instead of added."""
+    vals[src[k]:src[k] + lens[k]]."""
     total = int(lens.sum())
     if not total:
         return
@@ -237,11 +233,9 @@ def _scatter(into: F64, base: npt.NDArray[np.int64], lens: npt.NDArray[np.int64]
     flat = into.reshape(-1)
     if src is None:
         values = np.concatenate([np.asarray(v, np.float64) for v in vals])
-    elif total == len(vals) and np.array_equal(src, starts):    # the runs are vals in order, no gaps
-        values = np.asarray(vals)
     else:
         values = np.asarray(vals)[np.repeat(src - starts, lens) + step]
-    flat[flat_idx] = values if fresh else op(flat[flat_idx], values)
+    flat[flat_idx] = op(flat[flat_idx], values)
 
 
 def _add_rows(a: HourArrays, rows: Sequence[tuple[int, int, Mapping[str, Any], _Bins | None]]) -> None:

@@ -5,9 +5,8 @@ is netprobe.store.prefix_sql."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from functools import cache
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
@@ -39,20 +38,6 @@ _KEYS_PER_READ = 2000          # one statement per agent of a few hundred series
 # A LIMIT keeps PostgreSQL from pulling the subquery up into the outer one, which evaluated each of
 # its index descents twice (once per use of the column: 4 per series instead of 2).
 _FENCE = 2**31 - 1
-_LISTED_HOURS = 96                 # a tail of up to this many hours is read by naming the hours it wants
-
-
-def _hours(start: datetime, end: datetime) -> list[datetime]:
-    """The UTC hour starts in [start, end)."""
-    h = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-    h = h if h >= start else h + _HOUR
-    out: list[datetime] = []
-    while h < end and len(out) <= _LISTED_HOURS:
-        out.append(h)
-        h += _HOUR
-    return out
-
-
 def _day_of(fu: datetime, zone: ZoneInfo) -> date:
     return local_day(fu - timedelta(microseconds=1), zone)
 
@@ -196,24 +181,6 @@ async def local_days(conn: Conn, agent_id: str, zone: ZoneInfo, first: date, now
     t0 = min(tails.values(), default=since)       # the rows filter below keeps each series' own hours
     only_of = hours_of_day or {}
     queries = [(hq + " AND hour >= %(t0)s", {**hp, "t0": t0})]
-    instants = _hours(t0, now)
-    if len(instants) <= _LISTED_HOURS and any(only_of.get(p) is not None for p in probes):
-        # A tail is a day or so of hours: name the UTC hours whose local hour of day a probe wants
-        # (tcp and sse: the windows'; the budget: the peak window's) instead of fetching every hour
-        # and dropping most of them below (SQLite has no time zones; the list works on both).
-        queries = []
-        groups: dict[tuple[int, ...] | None, list[str]] = defaultdict(list)
-        for probe in probes:
-            o = only_of.get(probe)
-            groups[None if o is None else tuple(sorted(set(o)))].append(probe)
-        for hours, members in groups.items():
-            args = {**hp, "probes": members, "t0": t0}
-            if hours is None:
-                queries.append((hq + " AND hour >= %(t0)s", args))
-                continue
-            keep = [h for h in instants if h.astimezone(zone).hour in hours]
-            if keep:
-                queries.append((hq + " AND hour >= %(t0)s AND hour IN %(hours)s", {**args, "hours": keep}))
     # Series without usable rows, with hours before the tails start: only where rows went missing
     # (read from the first day) or a late write or a skipped series left the refold marker. Otherwise
     # every series with hours before the last fold has rows up to it (the fold takes every series

@@ -46,9 +46,6 @@ def decode_extremes(data: bytes | None) -> F64:
     return np.frombuffer(data, "<f8", 96).reshape(24, 4)
 
 
-_LEVEL_BYTES = 24 * 4 * 8                          # a stored level: [24, 4] little-endian float64
-
-
 def combine(a: F64, b: F64) -> F64:
     """prefix.combine over arrays [..., 4]: min of mins, max of maxes, the worst hour (most loss, the
     earliest of equals); NaN is none."""
@@ -122,18 +119,12 @@ class Builder:
         return a if keep.all() else a.take(np.flatnonzero(keep))
 
 
-_NO_LEVEL = np.full(96, np.nan).astype("<f8").tobytes()   # a row without that level
-
-
 def _levels(ext: F64, at: Mapping[str, int], stored: Sequence[tuple[str, bytes | None]]) -> F64:
     """ext combined with every series' stored levels, in the order added: the k-th level of each
     series in one step."""
     if not stored:
         return ext
-    raw = b"".join(data or _NO_LEVEL for _, data in stored)
-    every = (np.frombuffer(raw, "<f8").reshape(len(stored), 24, 4)
-             if len(raw) == len(stored) * _LEVEL_BYTES     # else some level is longer: its head
-             else np.stack([decode_extremes(data) for _, data in stored]))
+    every = np.stack([decode_extremes(data) for _, data in stored])
     series = [at[t] for t, _ in stored]
     seen: dict[int, int] = {}
     nth = []

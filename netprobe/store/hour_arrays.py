@@ -188,7 +188,7 @@ def _decode_many(datas: Sequence[bytes]) -> list[tuple[list[int], _Batch]]:
 
 def _add_batch(a: HourArrays, idx: npt.NDArray[np.intp], b: _Batch, sign: float,
                hours: Sequence[int] | None) -> None:
-    """A batch into its series (each series once), as _add_parts adds the same payloads one by one;
+    """A batch into its series (each series once), as Sums.add adds the same payloads one by one;
     the bins of the hours of day `hours` only (None: all)."""
     op = np.add if sign > 0 else np.subtract
     a.hours[idx] = op(a.hours[idx], b.hours)
@@ -443,34 +443,56 @@ def quantile_rows(pos_lo: int, pos: F64, neg_lo: int, neg: F64, zero: F64, qs: S
     return out
 
 
+class Runs:
+    """Runs of bins (row, first key, counts) gathered flat, laid into one [rows, W] array at the end."""
+
+    __slots__ = ("counts", "lens", "offs", "rows")
+
+    def __init__(self) -> None:
+        self.rows: list[int] = []
+        self.offs: list[int] = []
+        self.lens: list[int] = []
+        self.counts: list[float] = []
+
+    def add(self, row: int, first: int, counts: list[float]) -> None:
+        self.rows.append(row)
+        self.offs.append(first)
+        self.lens.append(len(counts))
+        self.counts += counts
+
+    def dense(self, n: int) -> tuple[int, F64]:
+        if not self.rows:
+            return 0, np.zeros((n, 0))
+        offs, lens = np.array(self.offs, np.int64), np.array(self.lens, np.int64)
+        first = int(offs.min())
+        width = int((offs + lens).max()) - first
+        base = np.array(self.rows, np.int64) * width + offs - first
+        starts = np.cumsum(lens) - lens
+        idx = np.repeat(base - starts, lens) + np.arange(int(lens.sum()))
+        dense: F64 = np.bincount(idx, weights=np.array(self.counts, np.float64),
+                                 minlength=n * width).astype(np.float64)
+        return first, dense.reshape(n, width)
+
+
 def stacked(sums: Sequence[Sums], lo: Sequence[float | None], hi: Sequence[float | None]) -> Window:
     """Each of `sums` as a series of one window (its bins laid on one key range), its exact min/max
     `lo[i]`, `hi[i]`."""
     n = len(sums)
-
-    def lay(parts: list[tuple[int, list[float]]]) -> tuple[int, F64]:
-        have = [(off, b) for off, b in parts if b]
-        first = min((off for off, _ in have), default=0)
-        out = np.zeros((n, max((off + len(b) for off, b in have), default=first) - first))
-        for i, (off, b) in enumerate(parts):
-            if b:
-                out[i, off - first:off - first + len(b)] = b
-        return first, out
-
-    pos_lo, pos = lay([(s.pos_off, s.pos) for s in sums])
-    neg_lo, neg = lay([(s.neg_off, s.neg) for s in sums])
+    pos, neg = Runs(), Runs()
+    for i, s in enumerate(sums):
+        if s.pos:
+            pos.add(i, s.pos_off, s.pos)
+        if s.neg:
+            neg.add(i, s.neg_off, s.neg)
+    pos_lo, pos_bins = pos.dense(n)
+    neg_lo, neg_bins = neg.dense(n)
     ext = np.full((n, 4), np.nan)
     ext[:, 0] = [np.nan if v is None else v for v in lo]
     ext[:, 1] = [np.nan if v is None else v for v in hi]
     counters = np.array([s.c for s in sums], np.float64).reshape(n, NC)
     zero = np.array([float(s.zero) for s in sums])
     hours = np.array([s.hours for s in sums], np.int64)
-    return Window(hours, counters, zero, pos_lo, pos, neg_lo, neg, {}, ext)
-
-
-def quantiles(sums: Sums, qs: Sequence[float], lo: float | None, hi: float | None) -> list[float | None]:
-    """Rollup.quantile of `sums.rollup(lo, hi)` for each q, without building the sketch."""
-    return [_none(v) for v in stacked([sums], [lo], [hi]).quantiles(qs)[0]]
+    return Window(hours, counters, zero, pos_lo, pos_bins, neg_lo, neg_bins, {}, ext)
 
 
 def figures(sums: Sequence[Sums], lo: Sequence[float | None],
@@ -486,5 +508,15 @@ def figures(sums: Sequence[Sums], lo: Sequence[float | None],
     return out
 
 
-__all__ = ["Builder", "HourArrays", "Window", "bin_values", "combine", "decode_extremes",
-           "figures", "quantile_rows", "quantiles", "stacked"]
+__all__ = [
+    "Builder",
+    "HourArrays",
+    "Runs",
+    "Window",
+    "bin_values",
+    "combine",
+    "decode_extremes",
+    "figures",
+    "quantile_rows",
+    "stacked",
+]

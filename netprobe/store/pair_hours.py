@@ -18,7 +18,7 @@ import orjson
 
 from netprobe.store import sketch as sketches
 from netprobe.store.fleet import AgentInfo, TargetInfo
-from netprobe.store.hour_arrays import HourArrays, Window
+from netprobe.store.hour_arrays import HourArrays, Runs, Window
 from netprobe.store.prefix import COUNTERS, local_day, midnight
 from netprobe.store.reads import Source, utc
 
@@ -199,8 +199,8 @@ def _decode(rows: Sequence[tuple[object, ...]]) -> HourSeries:
     hi[n_rtt == 0] = np.nan
     texts, more = cols[4 + _NC], cols[5 + _NC]
     zero = np.zeros(n)
-    pos = _Runs()
-    neg = _Runs()
+    pos = Runs()
+    neg = Runs()
     with_sketch = [i for i, t in enumerate(texts) if t]
     docs = orjson.loads("[" + ",".join([str(texts[i]) for i in with_sketch]) + "]") if with_sketch else []
     for i, d in zip(with_sketch, docs, strict=True):
@@ -229,37 +229,6 @@ def _decode(rows: Sequence[tuple[object, ...]]) -> HourSeries:
     ext[:, 0], ext[:, 1] = lo, hi
     each = Window(np.ones(n, np.int64), c, zero, pos_lo, pos_bins, neg_lo, neg_bins, extras, ext)
     return HourSeries(starts, each)
-
-
-class _Runs:
-    """Runs of bins (row, first key, counts) gathered flat, laid into one [rows, W] array at the end."""
-
-    __slots__ = ("counts", "lens", "offs", "rows")
-
-    def __init__(self) -> None:
-        self.rows: list[int] = []
-        self.offs: list[int] = []
-        self.lens: list[int] = []
-        self.counts: list[float] = []
-
-    def add(self, row: int, first: int, counts: list[float]) -> None:
-        self.rows.append(row)
-        self.offs.append(first)
-        self.lens.append(len(counts))
-        self.counts += counts
-
-    def dense(self, n: int) -> tuple[int, F64]:
-        if not self.rows:
-            return 0, np.zeros((n, 0))
-        offs, lens = np.array(self.offs, np.int64), np.array(self.lens, np.int64)
-        first = int(offs.min())
-        width = int((offs + lens).max()) - first
-        base = np.array(self.rows, np.int64) * width + offs - first
-        starts = np.cumsum(lens) - lens
-        idx = np.repeat(base - starts, lens) + np.arange(int(lens.sum()))
-        dense: F64 = np.bincount(idx, weights=np.array(self.counts, np.float64),
-                                 minlength=n * width).astype(np.float64)
-        return first, dense.reshape(n, width)
 
 
 def _foreign(text: str) -> tuple[int, list[float], int, list[float], float]:

@@ -11,9 +11,14 @@ import numpy as np
 import pytest
 
 from netprobe.store import sketch as sketches
-from netprobe.store.hour_arrays import figures, quantiles
+from netprobe.store.hour_arrays import figures, stacked
 from netprobe.store.prefix import Sums
 from netprobe.store.rollups import Rollup
+
+
+def quantiles(sums: Sums, qs: tuple[float, ...], lo: float | None, hi: float | None) -> list[float | None]:
+    """The quantiles the reports read of `sums` (one series' window)."""
+    return [None if v != v else float(v) for v in stacked([sums], [lo], [hi]).quantiles(qs)[0]]
 
 
 def _hour(rng: np.random.Generator, base: float, spread: float,

@@ -11,6 +11,7 @@ import importlib.util
 EXTRA_OF: dict[str, str] = {
     "numpy": "server",
     "psycopg": "server",
+    "greenlet": "server",
     "influxdb_client": "influx",
 }
 

@@ -150,12 +150,14 @@ def _extras(sections: Mapping[str, Any], alerts: Sequence[AlertRule]) -> list[st
     needs: list[tuple[str, str]] = []
     storage, influx = sections.get("storage"), sections.get("influxdb")
     if isinstance(storage, StorageConfig) and storage.url and is_postgres(storage.url):
-        needs.append(("psycopg", "storage.url"))
+        needs += [("psycopg", "storage.url"), ("greenlet", "storage.url")]
     if isinstance(influx, InfluxConfig) and influx.url:
         needs.append(("influxdb_client", "influxdb.url"))
     needs += [("numpy", f"alerts[{i}].metric")
               for i, rule in enumerate(alerts) if rule.metric == "attainment_pct"]
-    return [p for module, field in needs if (p := extras.missing(module, field)) is not None]
+    # dict: a field that needs two modules of one extra is one problem
+    problems = (extras.missing(module, field) for module, field in needs)
+    return list(dict.fromkeys(p for p in problems if p is not None))
 
 
 def _probe_defaults(raw: object, problems: list[str]

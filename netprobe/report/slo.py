@@ -86,10 +86,6 @@ def _cases(w: Window, rows: Sequence[int]) -> tuple[list[int], Rtts, F64]:
     return have, Rtts(values, w.pos[have]), loss
 
 
-def servers_of(req: SloRequest, measured: Sequence[Server]) -> list[Server]:
-    return [req.server if req.server is not None else m for m in measured]
-
-
 # -- the job ------------------------------------------------------------------------------------------
 # An agent's SLO figures for one RTT probe are a job of plain arrays (SloJob), computed as each
 # agent's rows are made, so only the agents in flight are held in memory.
@@ -109,8 +105,7 @@ def _slices(w: Window, keys: Sequence[int], servers: Mapping[int, Server]) -> tu
 
 @dataclass(frozen=True, slots=True)
 class SloJob:
-    """The SLO figures of one agent's series of one probe, as plain arrays: picklable, all a worker
-    needs."""
+    """The SLO figures of one agent's series of one probe, as plain arrays."""
 
     req: SloRequest
     rows: tuple[int, ...]                 # series indexes
@@ -120,19 +115,12 @@ class SloJob:
     whole_peak: Cases | None              # the peak's cases at once: outcomes and curves (when asked)
     hours: tuple[Cases, ...] | None       # slices of the cases i·24 + h (when asked)
 
-    @property
-    def size(self) -> int:
-        """Cases, as a measure of the work."""
-        parts = (*self.peak, *self.offpeak, *(self.hours or ()),
-                 *((self.whole_peak,) if self.whole_peak is not None else ()))
-        return sum(len(c[0]) for c in parts)
-
 
 def slo_job(req: SloRequest, peak: Window, offpeak: Window | None, each_hour: Window | None,
             rows: Sequence[int], measured: Sequence[Server]) -> SloJob:
     """`each_hour`: series-major, row i·24 + h (None: no hours). `measured`: per entry of `rows`, the
     server its openai-mode streams measured (None: none ran)."""
-    servers = servers_of(req, measured)
+    servers = [req.server if req.server is not None else m for m in measured]
     sources: tuple[ServerSource, ...] = tuple(
         "given" if req.server is not None else "measured" if m is not None else "none" for m in measured)
     pick = dict(zip(rows, servers, strict=True))
@@ -160,8 +148,7 @@ def _attained(model: SloModel, slices: Sequence[Cases], drawn: bool = False) -> 
 
 def slo_figures(job: SloJob) -> dict[int, SloFigures]:
     """Per series of the job: its attainment at the peak (with the outcome when asked), off-peak, per
-    local hour and its peak's end-to-end curve (when asked). A top-level function of plain data, so a
-    worker process can run it."""
+    local hour and its peak's end-to-end curve (when asked)."""
     req = job.req
     at_peak, off = _attained(req.model, job.peak), _attained(req.model, job.offpeak)
     outs: dict[int, Outcome] = {}

@@ -578,10 +578,6 @@ def _scaled(s: Server, c: float) -> Server:
     return s
 
 
-def _server_px(s: Server, x: float) -> float:
-    return 0.0 if s is None else s.quantile(x)
-
-
 def _gpu_budgets(batch: _Batch) -> list[float | None]:
     """The largest P-X (m.pct) of the server's time per call that keeps attainment ≥ X %: the server's
     shape (measured or given) scaled, by bisection over the batch; without one, a fixed time per call,
@@ -589,7 +585,7 @@ def _gpu_budgets(batch: _Batch) -> list[float | None]:
     m, x = batch.m, batch.m.pct / 100
     r = len(batch.step)
     net_q = batch.totals([None] * r).quantiles((x,))[:, 0]
-    p_x = np.array([_server_px(s, x) for s in batch.servers])
+    p_x = np.array([0.0 if s is None else s.quantile(x) for s in batch.servers])
     out: list[float | None] = [(m.ttft_ms - float(net_q[i])) / m.calls if net_q[i] < m.ttft_ms else None
                                for i in range(r)]
     shaped = p_x > 0

@@ -31,10 +31,6 @@ class LevelCheck:
     over: bool
     why: str | None               # "errors", "ttft", "tpot" or None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"concurrency": self.concurrency, "server_est_ms": self.server_est_ms, "over": self.over,
-                "why": self.why}
-
 
 @dataclass(frozen=True, slots=True)
 class Verdict:

@@ -94,9 +94,7 @@ class Degradation:
     loss_delta_pct: float | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rtt_p50_delta_ms": self.rtt_p50_delta_ms, "rtt_p95_delta_ms": self.rtt_p95_delta_ms,
-                "rtt_p95_ratio": self.rtt_p95_ratio, "jitter_delta_ms": self.jitter_delta_ms,
-                "loss_delta_pct": self.loss_delta_pct}
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +109,7 @@ class HourProfile:
     rounds: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {"hour": self.hour, "rtt_p5_ms": self.rtt_p5_ms, "rtt_p50_ms": self.rtt_p50_ms,
-                "rtt_p95_ms": self.rtt_p95_ms, "loss_pct": self.loss_pct, "rounds": self.rounds}
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
 @dataclass(frozen=True, slots=True)

@@ -98,9 +98,9 @@ def _emit(report: PeakReport, fmt: str, out: Path | None) -> None:
         return
     with _open(out) if out is not None else contextlib.nullcontext(sys.stdout) as fh:
         if fmt == "html":
-            from netprobe.report.render_html import write_html
+            from netprobe.report.render_html import html_chunks
 
-            write_html(report, fh)      # written as drawn: a fleet's page is 15 MB
+            fh.writelines(html_chunks(report))      # written as drawn: a fleet's page is 15 MB
         elif fmt == "json":
             import orjson  # a fleet's report is megabytes: the json module was a large part of its time
 

@@ -102,7 +102,7 @@ def _emit(report: PeakReport, fmt: str, out: Path | None) -> None:
 
             fh.writelines(html_chunks(report))      # written as drawn: a fleet's page is 15 MB
         elif fmt == "json":
-            import orjson  # a fleet's report is megabytes: the json module was a large part of its time
+            import orjson  # a fleet's report is megabytes
 
             fh.write(orjson.dumps(report.to_dict()).decode() + "\n")
         else:

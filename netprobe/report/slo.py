@@ -14,8 +14,6 @@ import numpy as np
 
 from netprobe.budget.attainment import (
     F64,
-    GRID_CELLS,
-    PRUNE,
     Outcome,
     Rtts,
     Server,
@@ -73,19 +71,6 @@ def measured_server(figures: Mapping[str, float | None]) -> Server:
     return LogNormal(ln, math.sqrt(max(0.0, ln2 - ln * ln)))
 
 
-def _cases(w: Window, rows: Sequence[int]) -> tuple[list[int], Rtts, F64]:
-    """The series of `rows` with RTT samples, as attainment cases: merged bins and the loss fraction."""
-    from netprobe.store.hour_arrays import bin_values
-    from netprobe.store.prefix import COUNTERS
-
-    idx = np.asarray(rows, np.intp)
-    have = idx[w.pos[idx].sum(axis=1) > 0].tolist()     # one step, not a sum per row
-    values = bin_values(w.pos_lo, w.pos.shape[1])
-    sent, received = w.c[have, COUNTERS.index("sent")], w.c[have, COUNTERS.index("received")]
-    loss = np.where(sent > 0, (sent - received) / np.where(sent > 0, sent, 1.0), 0.0)
-    return have, Rtts(values, w.pos[have]), loss
-
-
 # -- the job ------------------------------------------------------------------------------------------
 # An agent's SLO figures for one RTT probe are a job of plain arrays (SloJob), computed as each
 # agent's rows are made, so only the agents in flight are held in memory.
@@ -93,8 +78,17 @@ Cases = tuple[list[int], Rtts, F64, list[Server]]    # case keys, their RTTs, lo
 
 
 def _picked(w: Window, keys: Sequence[int], servers: Mapping[int, Server]) -> Cases:
-    have, rtts, loss = _cases(w, keys)
-    return have, rtts, loss, [servers[i] for i in have]
+    """The series of `keys` with RTT samples, as attainment cases: merged bins, the loss fraction and
+    the server."""
+    from netprobe.store.hour_arrays import bin_values
+    from netprobe.store.prefix import COUNTERS
+
+    idx = np.asarray(keys, np.intp)
+    have = idx[w.pos[idx].sum(axis=1) > 0].tolist()     # one step, not a sum per row
+    values = bin_values(w.pos_lo, w.pos.shape[1])
+    sent, received = w.c[have, COUNTERS.index("sent")], w.c[have, COUNTERS.index("received")]
+    loss = np.where(sent > 0, (sent - received) / np.where(sent > 0, sent, 1.0), 0.0)
+    return have, Rtts(values, w.pos[have]), loss, [servers[i] for i in have]
 
 
 def _slices(w: Window, keys: Sequence[int], servers: Mapping[int, Server]) -> tuple[Cases, ...]:
@@ -140,8 +134,7 @@ def _attained(model: SloModel, slices: Sequence[Cases], drawn: bool = False) -> 
     """`drawn`: for a chart (drawn_attainments: DRAWN_CELLS, DRAWN_PRUNE)."""
     out: dict[int, float] = {}
     for have, rtts, loss, servers in slices:
-        got = drawn_attainments(rtts, loss, servers, model) if drawn else \
-            attainments(rtts, loss, servers, model, GRID_CELLS, PRUNE)
+        got = (drawn_attainments if drawn else attainments)(rtts, loss, servers, model)
         out.update(zip(have, got.tolist(), strict=True))
     return out
 

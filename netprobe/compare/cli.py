@@ -12,6 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
+from netprobe.compare.load import read_key_file
 from netprobe.errors import UsageError
 
 if TYPE_CHECKING:
@@ -36,18 +37,6 @@ def chat_url(url: str) -> str:
     if not path.endswith("/chat/completions"):
         path += "/chat/completions" if path.endswith("/v1") else "/v1/chat/completions"
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
-
-
-def read_key_file(path: Path | str) -> str:
-    """--api-key-file's key (diagnose reads it too, to fail before measuring anything)."""
-    try:
-        key = Path(path).read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or exc
-        raise UsageError(f"--api-key-file: cannot read {path}: {reason}") from None
-    if not key:
-        raise UsageError(f"--api-key-file: {path} is empty")
-    return key
 
 
 def read_key(key_file: Path | None, key_env: str | None) -> str | None:

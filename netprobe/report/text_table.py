@@ -11,6 +11,7 @@ their full width and only the title and caption wrap, at the console's width.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from functools import cache
 from typing import Literal
 
 from rich import box as boxes
@@ -81,13 +82,7 @@ class TextTable:
         section = box.get_row(widths, "row")
         mid = (box.mid_left, box.mid_vertical, box.mid_right)
         foot = (box.foot_left, box.foot_vertical, box.foot_right)
-        styles: dict[str, Style] = {}
-
-        def get_style(name: str | None) -> Style:
-            style = styles.get(name or "")
-            if style is None:
-                style = styles[name or ""] = console.get_style(name or "")
-            return style
+        get_style = cache(lambda name: console.get_style(name or ""))     # parsed once per name
 
         for index, (row, row_lens) in enumerate(zip(self._rows, lens, strict=True)):
             left, divider, right = foot if index == last else mid

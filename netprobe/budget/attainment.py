@@ -36,9 +36,8 @@ DRAWN_CELLS = 512               # for charts (an hour's bar, a curve): a quarter
 RTT_TOP_Q = 0.9999              # RTT mass above this quantile is read at it (≤ 0.01 points of error)
 SERVER_TOP_Q = 0.99999
 MAX_LOSSES = 8                  # losses per request followed: beyond, p^9 of the mass is dropped
-# A loss pattern less likely than this is dropped from its case, as MAX_LOSSES drops the rest: it moves
-# an attainment by < 1e-9 points, and a report's cases keep a few dozen of 95 patterns, not all of them
-# (at 1 % loss 46, at 0.1 % 19, loss-free 1), so a case with no server is usually decided without a grid.
+# A loss pattern less likely than this is dropped from its case (< 1e-9 points): a case keeps a few dozen
+# of the 95 patterns, so one with no server is usually decided without a grid.
 PRUNE = 1e-12
 DRAWN_PRUNE = 1e-6              # for charts (with DRAWN_CELLS): < 0.001 points, ≤ 22 patterns up to 5 % loss
 QS = (0.50, 0.95, 0.99)
@@ -133,8 +132,7 @@ def _shifts(loss: F64, rto: F64, m: SloModel, prune: float = PRUNE) -> tuple[F64
     handshakes = m.calls if m.handshake else 0
     h, o, lost, ways = _loss_patterns(handshakes, m.calls * m.round_trips - handshakes)
     n = m.calls * m.round_trips
-    # the weights depend on the loss alone: made once per distinct loss (a fleet's hours repeat a few
-    # hundred of them, 0 most), row by row as for each case
+    # the weights depend on the loss alone: made once per distinct loss (a fleet's hours repeat a few)
     distinct, back = np.unique(np.clip(loss, 0.0, 0.999), return_inverse=True)
     p = distinct[:, None]
     powers = p ** np.arange(MAX_LOSSES + 1)[None, :]           # the same pow()s as p ** lost, 9 not 95
@@ -169,9 +167,8 @@ def _place(values: F64, weights: F64, step: F64, top: F64, cells: int) -> F64:
 
 
 def _quantile_rows(values: F64, weights: F64, q: float) -> F64:
-    """Each row's q-quantile of `values`: the first value whose running weight reaches q of the row's.
-    Run over each row's non-zero weights only, packed to the left (an hour's RTT has ~12 of ~150 bins):
-    the same running sums, and a zero weight never moves the first value reached."""
+    """Each row's q-quantile of `values`: the first value whose running weight reaches q of the row's,
+    run over each row's non-zero weights only, packed to the left (a zero weight never moves it)."""
     r, width = weights.shape
     rows, cols = np.nonzero(weights != 0)
     if not len(cols):
@@ -246,8 +243,7 @@ class _Totals:
 
     def cdf(self, x: F64) -> F64:
         """F at x ([r] or [r, q]), each row at its own points: between the cells around x − shift, a
-        point below the grid reading 0 and one above it the last cell (the padded grid's first and
-        last entries, read flat: fewer NumPy calls, for the quantiles' bisection)."""
+        point below the grid reading 0 and one above it the last cell (the padded grid, read flat)."""
         xs = np.asarray(x, np.float64)
         flat = xs.reshape(len(self.step), -1)
         pos = (flat[:, :, None] - self.shifts[:, None, :]) / self.step[:, None, None]   # [r, q, A]
@@ -396,10 +392,9 @@ def attainments(rtts: Rtts, loss: Sequence[float] | F64, servers: Sequence[Serve
 
 def drawn_attainments(rtts: Rtts, loss: Sequence[float] | F64, servers: Sequence[Server], m: SloModel
                       ) -> F64:
-    """attainments(…, DRAWN_CELLS, DRAWN_PRUNE) — a chart's hours — on the same grids (steps, cells,
-    shifts), each convolved over the cells its RTT occupies instead of the whole grid (an hour's RTT
-    fills 9–90 of 512 cells): the same figures up to round-off (< 1e-9 points), for under half the work.
-    One call per request (the report's model); more go through attainments."""
+    """attainments(…, DRAWN_CELLS, DRAWN_PRUNE) — a chart's hours — on the same grids, each convolved
+    over the cells its RTT occupies instead of the whole grid: the same figures up to round-off (< 1e-9
+    points). One call per request (the report's model); more go through attainments."""
     if m.calls != 1:
         return attainments(rtts, loss, servers, m, DRAWN_CELLS, DRAWN_PRUNE)
     if not len(rtts):
@@ -507,9 +502,8 @@ def _on_spans(values: F64, w: F64, rtt_top: F64, step: F64, servers: Sequence[Se
 
 
 def _chunks(idx: Sequence[int], loss: F64, size: int = CHUNK) -> list[list[int]]:
-    """Cases in batches of `size`: a batch holds [size, 2·GRID_CELLS] complex arrays (16 MB at 256).
-    By loss, so that a batch's cases keep about as many loss patterns (PRUNE): one lossy route among
-    loss-free ones made its whole batch evaluate all 95."""
+    """Cases in batches of `size` ([size, 2·GRID_CELLS] complex arrays), by loss so that a batch's
+    cases keep about as many loss patterns (PRUNE)."""
     cases = np.asarray(idx, np.intp)
     order: list[int] = cases[np.argsort(loss[cases], kind="stable")].tolist()
     return [order[k:k + size] for k in range(0, len(order), size)]
@@ -578,10 +572,6 @@ def _scaled(s: Server, c: float) -> Server:
     return s
 
 
-def _server_px(s: Server, x: float) -> float:
-    return 0.0 if s is None else s.quantile(x)
-
-
 def _gpu_budgets(batch: _Batch) -> list[float | None]:
     """The largest P-X (m.pct) of the server's time per call that keeps attainment ≥ X %: the server's
     shape (measured or given) scaled, by bisection over the batch; without one, a fixed time per call,
@@ -589,7 +579,7 @@ def _gpu_budgets(batch: _Batch) -> list[float | None]:
     m, x = batch.m, batch.m.pct / 100
     r = len(batch.step)
     net_q = batch.totals([None] * r).quantiles((x,))[:, 0]
-    p_x = np.array([_server_px(s, x) for s in batch.servers])
+    p_x = np.array([0.0 if s is None else s.quantile(x) for s in batch.servers])
     out: list[float | None] = [(m.ttft_ms - float(net_q[i])) / m.calls if net_q[i] < m.ttft_ms else None
                                for i in range(r)]
     shaped = p_x > 0

@@ -112,15 +112,16 @@ def jitter_margin(c: Candidate) -> tuple[float, str]:
     return max(0.0, c.rtt_p95_ms - c.rtt_p50_ms), "rtt"
 
 
-def tpot_check(c: Candidate, target: float | None) -> bool | None:
+def tpot_check(tpot_ms: float | None, gap_p95_ms: float | None, stalls_per_min: float | None,
+               target: float | None) -> bool | None:
     """Streaming keeps up when the measured per-token time and the peak gap P95 stay within the
     target and the stream does not stall."""
     if target is None:
         return None
-    seen = [v for v in (c.tpot_ms, c.gap_p95_ms) if v is not None]
-    if not seen and c.stalls_per_min is None:
+    seen = [v for v in (tpot_ms, gap_p95_ms) if v is not None]
+    if not seen and stalls_per_min is None:
         return None
-    return all(v <= target for v in seen) and not (c.stalls_per_min or 0.0) > 0.0
+    return all(v <= target for v in seen) and not (stalls_per_min or 0.0) > 0.0
 
 
 def budget_row(c: Candidate, p: BudgetParams) -> BudgetRow:
@@ -128,7 +129,7 @@ def budget_row(c: Candidate, p: BudgetParams) -> BudgetRow:
     margin, source = jitter_margin(c)
     margin *= p.calls
     gpu = p.ttft_ms - network - margin
-    tpot_ok = tpot_check(c, p.tpot_ms)
+    tpot_ok = tpot_check(c.tpot_ms, c.gap_p95_ms, c.stalls_per_min, p.tpot_ms)
     measured = c.server_first_ms * p.calls if c.server_first_ms is not None else None
     why = ""
     if gpu <= 0:

@@ -1,7 +1,6 @@
 """`netprobe budget`'s body, without typer: netprobe.cli runs a plain `budget …` from here without
-building the command tree (netprobe.plain_args; typer, click and the pydantic typer imports were a
-third of an empty budget's start), and the typer callback (budget/cli.py) calls the same function, so
-both ways print the same."""
+building the command tree (netprobe.plain_args), and the typer callback (budget/cli.py) calls the same
+function, so both ways print the same."""
 
 from __future__ import annotations
 

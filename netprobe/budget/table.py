@@ -22,11 +22,6 @@ def pct(v: float | None) -> str:
     return "–" if v is None else f"{v:.1f}"
 
 
-def _connection(p: BudgetParams) -> str:
-    return "keep-alive (1 round trip)" if p.keepalive else \
-        f"new TCP + TLS {p.tls} connection ({p.round_trips} round trips)"
-
-
 def print_slo(rows: list[BudgetRow], slo: SloRequest, con: Console | None = None) -> None:
     """Attainment (docs/numbers.md): per candidate, the share of requests within the SLO at the peak and
     off-peak, the end-to-end TTFT, and the server time that keeps X % within it."""
@@ -58,7 +53,9 @@ def print_slo(rows: list[BudgetRow], slo: SloRequest, con: Console | None = None
 
 def print_budget(rows: list[BudgetRow], p: BudgetParams, con: Console | None = None,
                  worst_case: bool = False) -> None:
-    title = f"TTFT {p.ttft_ms:g} ms · {_connection(p)} · {p.calls} call{'s' * (p.calls > 1)} in series"
+    connection = ("keep-alive (1 round trip)" if p.keepalive else
+                  f"new TCP + TLS {p.tls} connection ({p.round_trips} round trips)")
+    title = f"TTFT {p.ttft_ms:g} ms · {connection} · {p.calls} call{'s' * (p.calls > 1)} in series"
     if worst_case:
         title = "Worst case, P95s added: " + title
     table = TextTable(title=title)

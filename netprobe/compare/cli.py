@@ -12,6 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
+from netprobe.compare.load import read_key_file
 from netprobe.errors import UsageError
 
 if TYPE_CHECKING:
@@ -42,14 +43,7 @@ def read_key(key_file: Path | None, key_env: str | None) -> str | None:
     if key_file is not None and key_env is not None:
         raise UsageError("--api-key-file and --api-key-env: give one")
     if key_file is not None:
-        try:
-            key = key_file.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"--api-key-file: cannot read {key_file}: "
-                             f"{getattr(exc, 'strerror', None) or exc}") from None
-        if not key:
-            raise UsageError(f"--api-key-file: {key_file} is empty")
-        return key
+        return read_key_file(key_file)
     if key_env is not None:
         value = os.environ.get(key_env)
         if not value:

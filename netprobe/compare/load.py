@@ -1,4 +1,4 @@
-"""What is sent and when: the prompts (the same for every endpoint) and the arrival schedule of a
+"""What is sent and when: the prompts (the same for every endpoint), the key and the arrival schedule of a
 request-rate level (vllm bench serve's model)."""
 
 from __future__ import annotations
@@ -79,6 +79,18 @@ def from_jsonl(path: Path, max_tokens: int) -> list[Prompt]:
     if not out:
         raise UsageError(f"--prompts: {path} holds no prompt")
     return out
+
+
+def read_key_file(path: Path | str) -> str:
+    """--api-key-file's key (diagnose reads it too, to fail before measuring anything)."""
+    try:
+        key = Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        raise UsageError(f"--api-key-file: cannot read {path}: {reason}") from None
+    if not key:
+        raise UsageError(f"--api-key-file: {path} is empty")
+    return key
 
 
 def _prompt(line: str, number: int, path: Path, max_tokens: int) -> Prompt:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from netprobe.compare.session import stream
 from netprobe.probes.sse.client import Limits
-from netprobe.probes.sse.parser import SseComment, SseEvent
+from netprobe.probes.sse.parser import SseEvent
 from netprobe.probes.sse.runtime import OpenAiChunks
 
 if TYPE_CHECKING:
@@ -58,10 +58,6 @@ class _Chunks(OpenAiChunks):
         return super().on_event(ev)
 
 
-def _ignore(_c: SseComment) -> None:
-    pass
-
-
 async def send(session: aiohttp.ClientSession, ep: Endpoint, prompt: Prompt, limits: Limits) -> RequestRecord:
     """Every failure (HTTP status, connect, timeout, a broken stream) is a record, never an exception."""
     body = {"model": ep.model, "messages": list(prompt.messages), "max_tokens": prompt.max_tokens,
@@ -69,8 +65,8 @@ async def send(session: aiohttp.ClientSession, ep: Endpoint, prompt: Prompt, lim
     headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity", **ep.headers}
     chunks = _Chunks()
     sent = time.monotonic()
-    cap = await stream(session, "POST", ep.post_url, headers=headers, body=body, limits=limits,
-                       on_event=chunks.on_event, on_comment=_ignore)
+    cap = await stream(session, ep.post_url, headers=headers, body=body, limits=limits,
+                       on_event=chunks.on_event)
     end = time.monotonic()
     times = [(t - cap.start_ns) / 1e6 for t in chunks.times_ns]
     usage = (chunks.tokens or {}).get("completion_tokens")

@@ -76,13 +76,10 @@ def _log_failure(task: asyncio.Task[PeakRows]) -> None:
 
 
 class PeakSnapshot:
-    """The overview's rows, recomputed at most every `every` seconds (stale while revalidating).
-
-    Computing them costs a fleet's whole peak (see bench/README.md, dashboard: the overview uncached);
-    they change only as uploads land in the window. So a request gets the rows computed last; one that
-    finds them older than `every` starts a recomputation in the background and is answered with them. Only the
-    first request (or one after an error) waits for a computation. Invalidation is by age alone: the
-    page says when its figures were computed, and they are at most `every` s + one computation old."""
+    """The overview's rows, recomputed at most every `every` seconds (stale while revalidating): computing
+    them costs a fleet's whole peak, and they change only as uploads land in the window. A request gets
+    the rows computed last; one that finds them older than `every` starts a recomputation in the
+    background. Only the first request (or one after an error) waits for a computation."""
 
     def __init__(self, store: Source, every: float = REFRESH_S) -> None:
         self._store = store

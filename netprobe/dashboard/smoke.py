@@ -15,7 +15,7 @@ from html import escape
 import numpy as np
 import numpy.typing as npt
 
-from netprobe.report.svg import AXIS, GRID, PEAK_SHADE, nice_max, rect, svg_text
+from netprobe.report.svg import AXIS, GRID, PEAK_SHADE, nice_max, rect, svg_line, svg_text
 from netprobe.report.svg import num as _n
 from netprobe.report.windows import DEFAULT_WINDOW
 from netprobe.store.hour_arrays import Window
@@ -42,6 +42,7 @@ LOSS_STEPS: tuple[tuple[float, str, str], ...] = (
 )
 WIDTH, HEIGHT = 900, 360
 BOX = (58.0, 16.0, 30.0, 92.0)       # plot's left, right, top, bottom margins
+CRISP = ' shape-rendering="crispEdges"'
 _I_SENT, _I_RECEIVED, _I_ROUNDS = (COUNTERS.index(k) for k in ("sent", "received", "rounds"))
 
 
@@ -108,8 +109,7 @@ def chart(b: Buckets, span: Span, title: str, probe: str) -> str:
                  for a, z in span.stretches(DEFAULT_WINDOW)]
     for i in range(5):
         v = y_top * i / 4
-        body.append(f'<line x1="{_n(left)}" x2="{_n(left + pw)}" y1="{_n(y(v))}" y2="{_n(y(v))}" '
-                    f'stroke="{GRID}" stroke-width="1" shape-rendering="crispEdges"/>')
+        body.append(svg_line(left, left + pw, y(v), y(v), GRID, CRISP))
         body.append(svg_text(left - 6, y(v) + 4, f"{v:g}", anchor="end", size=10))
     # each coordinate formatted once (a 90-day chart has 360 buckets × 9 quantiles)
     sx = [f"{v:.1f}" for v in xs.tolist()]
@@ -130,12 +130,10 @@ def chart(b: Buckets, span: Span, title: str, probe: str) -> str:
     for i in np.flatnonzero(lost).tolist():
         body.append(f'<rect class="all-lost" x="{_n(xs[i])}" y="{_n(top)}" width="{_n(xs[i + 1] - xs[i])}" '
                     f'height="5" fill="{loss_colour(100.0)}"/>')
-    body.append(f'<line x1="{_n(left)}" x2="{_n(left + pw)}" y1="{_n(top + ph)}" y2="{_n(top + ph)}" '
-                f'stroke="{AXIS}" stroke-width="1" shape-rendering="crispEdges"/>')
+    body.append(svg_line(left, left + pw, top + ph, top + ph, AXIS, CRISP))
     for at, label in span.ticks():
         xt = x_at(at)
-        body.append(f'<line x1="{_n(xt)}" x2="{_n(xt)}" y1="{_n(top + ph)}" y2="{_n(top + ph + 4)}" '
-                    f'stroke="{AXIS}" stroke-width="1" shape-rendering="crispEdges"/>')
+        body.append(svg_line(xt, xt, top + ph, top + ph + 4, AXIS, CRISP))
         body.append(svg_text(xt, top + ph + 16, label, anchor="middle", size=10))
     body += _tips(b, span, xs, top, ph)
     if not len(highs):

@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime, timedelta
 from html import escape
-from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from typing import Any
 
 import numpy as np
 
 from netprobe.probes import REGISTRY
 from netprobe.probes.base import PageFigure, PageTable
+from netprobe.report.columns import NONE, UNITS, ms, pct
 from netprobe.report.rows import rtt_probes
 from netprobe.report.windows import DEFAULT_WINDOW, last_days
 from netprobe.store import alert_events
@@ -30,28 +30,21 @@ from netprobe.times import utc_now, zone_of
 
 from . import smoke
 from .alerts import alert_history_html
+from .layout import target_href
 from .paths import history_html
 from .spans import Span, span_of
 
-if TYPE_CHECKING:
-    from netprobe.store import Store
-
 SPANS = (1, 7, 30, 90)
 HISTORY_LIMIT = 50          # route events listed per direction
-NONE = "—"
 
 
-async def target_page(store: Store, agent_id: str, target_id: str, days: int, base: str
-                      ) -> tuple[str, str] | None:
-    """(title, HTML fragment) of the pair's page over the last `days` days (clamped to 1 … 90); None
-    when the agent has not measured that target. The title is plain text (the caller escapes it); the
-    fragment's links are `{base}target/AGENT/TARGET?days=N` for the other spans."""
-    return await render(store, agent_id, target_id, days, base, utc_now())
-
-
-async def render(store: Source, agent_id: str, target_id: str, days: int, base: str, now: datetime
-                 ) -> tuple[str, str] | None:
-    """target_page as of `now`."""
+async def target_page(store: Source, agent_id: str, target_id: str, days: int, base: str,
+                      now: datetime | None = None) -> tuple[str, str] | None:
+    """(title, HTML fragment) of the pair's page over the last `days` days (clamped to 1 … 90) as of
+    `now` (default: the clock); None when the agent has not measured that target. The title is plain
+    text (the caller escapes it); the fragment's links are `{base}target/AGENT/TARGET?days=N` for the
+    other spans."""
+    now = now if now is not None else utc_now()
     found = await pair(store, agent_id, target_id)
     if found is None:
         return None
@@ -125,10 +118,6 @@ async def _alerts(store: Source, agent_id: str, target_id: str, since: datetime,
                                       limit=HISTORY_LIMIT)
 
 
-def span_link(base: str, agent_id: str, target_id: str, days: int) -> str:
-    return f"{base}target/{quote(agent_id, safe='')}/{quote(target_id, safe='')}?days={days}"
-
-
 def _head(p: Pair, span: Span, base: str) -> str:
     a, t = p.agent, p.target
     facts = [f"agent {a.id}", *(f"{k} {v}" for k, v in (("region", a.region), ("ISP", a.isp)) if v),
@@ -140,7 +129,7 @@ def _head(p: Pair, span: Span, base: str) -> str:
         if d == span.days:
             links.append(f'<strong aria-current="page">{label}</strong>')
         else:
-            links.append(f'<a href="{escape(span_link(base, a.id, t.id, d))}">{label}</a>')
+            links.append(f'<a href="{escape(target_href(base, a.id, t.id, d))}">{label}</a>')
     return (f"<h2>{escape(a.id)} → {escape(t.id)}</h2><p class=\"facts\">{escape(' · '.join(facts))}</p>"
             f'<nav class="spans">span: {" | ".join(links)}</nav>')
 
@@ -153,8 +142,8 @@ def _graph(p: Pair, span: Span, rtt: tuple[str, Window] | None) -> str:
     probe, buckets = rtt
     b = smoke.buckets_of(buckets)
     total = figures_of(HourSeries(np.zeros(n), buckets).merged(np.zeros(n, np.intp), 1))
-    summary = (f"{probe} over the span: median {_ms(total.get('rtt_p50_ms'))} ms, P95 "
-               f"{_ms(total.get('rtt_p95_ms'))} ms, loss {_pct(total.get('loss_pct'))} %, "
+    summary = (f"{probe} over the span: median {ms(total.get('rtt_p50_ms'))} ms, P95 "
+               f"{ms(total.get('rtt_p95_ms'))} ms, loss {pct(total.get('loss_pct'))} %, "
                f"{total.get('rounds', 0)} rounds")
     return (f'<figure class="smoke">{smoke.chart(b, span, _graph_title(p), probe)}'
             f"<figcaption>{escape(summary)}</figcaption></figure>")
@@ -174,18 +163,6 @@ def figures_of(w: Window) -> dict[str, Any]:
                    [None if np.isnan(hi) else float(hi)])[0]
 
 
-def _ms(v: Any) -> str:
-    return NONE if v is None else f"{v:.1f}"
-
-
-def _pct(v: Any) -> str:
-    return NONE if v is None else f"{v:.2f}"
-
-
-def _rate(v: Any) -> str:
-    return NONE if v is None else f"{v:.2f}"
-
-
 def page_tables() -> dict[str, PageTable]:
     """probe → its table on this page, in registry order (their specs' `page`)."""
     return {name: spec.page for name, spec in REGISTRY.items() if spec.page is not None}
@@ -194,8 +171,7 @@ def page_tables() -> dict[str, PageTable]:
 def _cell(row: PageFigure, f: dict[str, Any]) -> str:
     if row.unit == "rounds":
         return f"{f['rounds']} ({f['error_rounds']})" if f else NONE
-    v = f.get(row.figure)
-    return {"ms": _ms, "pct": _pct, "rate": _rate}[row.unit](v)
+    return UNITS[row.unit](f.get(row.figure))
 
 
 def _figures_html(tables: dict[str, PageTable], days: dict[str, HourArrays]) -> str:
@@ -217,4 +193,4 @@ def _figures_html(tables: dict[str, PageTable], days: dict[str, HourArrays]) -> 
     return "".join(out)
 
 
-__all__ = ["SPANS", "render", "span_link", "target_page"]
+__all__ = ["SPANS", "target_page"]

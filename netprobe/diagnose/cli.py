@@ -82,11 +82,12 @@ def diagnose(
     """Diagnose a slow first token: network floor, one request, a concurrency sweep, then which segment
     is over budget — route/region, model/framework, or capacity."""
     from netprobe.budget.compute import budget_params
+    from netprobe.compare.load import read_key_file
     from netprobe.probes.cli_common import build_settings
     from netprobe.probes.sse.runtime import SseSettings, check_url, concurrency_levels
     from netprobe.report.windows import HourWindow
 
-    from .steps import read_key_file, url_host_port
+    from .steps import url_host_port
 
     try:
         check_url(url)

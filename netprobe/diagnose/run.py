@@ -74,10 +74,7 @@ async def diagnose(url: str, settings: SseSettings, params: BudgetParams, levels
                    show: Callable[[Step], None] | None = None) -> Diagnosis:
     """Network floor, one request, the sweep (skipped when the request failed), then the verdict.
     `show` gets each step's record as soon as it is measured (the terminal prints sections as they come)."""
-    def shown(step: Step) -> None:
-        if show is not None:
-            show(step)
-
+    shown = show if show is not None else (lambda _step: None)
     net = await network_step(url, db, days, window, live)
     shown(net)
     single = await single_request(url, settings)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
@@ -332,13 +331,3 @@ async def concurrency_sweep(url: str, settings: SseSettings, levels: list[int]) 
     report = await sweep(url, settings, levels)
     return Sweep(levels=tuple(SweepLevel.of(lv) for lv in report.levels))
 
-
-def read_key_file(path: str) -> None:
-    """Fail early (exit 2) on an unreadable key file, not after the network step has run."""
-    try:
-        key = Path(path).read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise UsageError(f"--api-key-file: cannot read {path}: {reason}") from None
-    if not key:
-        raise UsageError(f"--api-key-file: {path} is empty")

@@ -31,10 +31,6 @@ class LevelCheck:
     over: bool
     why: str | None               # "errors", "ttft", "tpot" or None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"concurrency": self.concurrency, "server_est_ms": self.server_est_ms, "over": self.over,
-                "why": self.why}
-
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
@@ -189,10 +185,7 @@ def _decide(net: NetworkFloor, single: SingleRequest, sweep: Sweep, params: Budg
                        level=lv.concurrency, budget=budget, levels=levels)
     # (d) streaming speed
     if params.tpot_ms is not None:
-        seen = Candidate(agent="", region="", target="", datacenter="", line="", rtt_p50_ms=0.0,
-                         rtt_p95_ms=0.0, tpot_ms=single.tpot_ms, gap_p95_ms=single.gap_p95_ms,
-                         stalls_per_min=single.stalls_per_min)
-        if tpot_check(seen, params.tpot_ms) is False:
+        if tpot_check(single.tpot_ms, single.gap_p95_ms, single.stalls_per_min, params.tpot_ms) is False:
             seen_ms = (("TPOT", single.tpot_ms), ("gap P95", single.gap_p95_ms))
             parts = [f"{name} {_ms(v)}" for name, v in seen_ms if v is not None and v > params.tpot_ms]
             if single.stalls:

@@ -23,8 +23,7 @@ def pct(v: float | None) -> str:
     return NONE if v is None else f"{v:.2f}"
 
 
-def share(v: float | None) -> str:
-    return NONE if v is None else f"{v:.1f}"
+share = ms          # a share of requests, %: one decimal, as ms
 
 
 def signed(v: float | None, unit: str = "") -> str:
@@ -33,10 +32,6 @@ def signed(v: float | None, unit: str = "") -> str:
 
 def ratio(v: float | None) -> str:
     return NONE if v is None else f"×{v:.2f}"
-
-
-def _rate(v: float | None) -> str:
-    return NONE if v is None else f"{v:.2f}"
 
 
 def worst(row: PeakRow) -> str:
@@ -82,11 +77,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("worst hour (local)", worst, numeric=False),
 )
 _ROUNDS = Column("rounds pk/off", lambda r: f"{r.peak.rounds}/{r.offpeak.rounds}")
-_UNITS: dict[str, Callable[[float | None], str]] = {"ms": ms, "pct": pct, "rate": _rate}
+UNITS: dict[str, Callable[[float | None], str]] = {"ms": ms, "pct": pct, "rate": pct}
 
 
 def _probe_column(c: ReportColumn) -> Column:
-    fmt = _UNITS[c.unit]
+    fmt = UNITS[c.unit]
     return Column(c.head, lambda r: fmt(r.peak.figure(c.figure)), terminal=c.terminal)
 
 

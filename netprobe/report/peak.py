@@ -35,7 +35,7 @@ from .rows import (
     figure_probes,
     rtt_probes,
 )
-from .slo import SloFigures, SloJob, SloRequest, measured_server, slo_figures, slo_job
+from .slo import SloFigures, SloRequest, measured_server, slo_figures, slo_job
 
 if TYPE_CHECKING:
     from netprobe.store.hour_arrays import HourArrays, Window
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 from .windows import DEFAULT_OFFPEAK, DEFAULT_WINDOW, HourWindow, LocalDays, last_days, window_of, zone_of
 
 DEFAULT_DAYS = 7
+SloByRow = dict[tuple[str, str], SloFigures]     # the SLO figures of the rows made so far, by (agent, target)
 
 
 # repr=False: asyncio.run's clean-up formats its SIGINT handler, which holds the main task and so
@@ -140,24 +141,26 @@ def _merge(arrays: HourArrays | None, hours: Sequence[int], names: Sequence[str]
     return _Merged(w, _figures(w, names))
 
 
+def _at(m: _Merged | None, i: int | None) -> dict[str, Any] | None:
+    """Series i's figures in `m`; None where it has no hour there."""
+    return m.figures[i] if m is not None and i is not None and m.window.hours[i] else None
+
+
 def _window_of(rtt: _Merged | None, i: int | None, others: Mapping[str, tuple[_Merged | None, int | None]],
                figures: Mapping[str, tuple[tuple[str, str], ...]]) -> WindowFigures:
     """`others`: per figure probe, its merged window and this target's series in it; `figures`:
     figure_probes()."""
-    w = rtt.figures[i] if rtt is not None and i is not None and rtt.window.hours[i] else None
     extra: dict[str, float | None] = {}
     for probe, pairs in figures.items():
-        m, j = others.get(probe, (None, None))
-        got = m.figures[j] if m is not None and j is not None and m.window.hours[j] else None
-        for name, figure in pairs:
-            extra[name] = got[figure] if got else None
-    return WindowFigures(
-        rtt_p50_ms=w["rtt_p50_ms"] if w else None, rtt_p95_ms=w["rtt_p95_ms"] if w else None,
-        rtt_p99_ms=w["rtt_p99_ms"] if w else None, jitter_ms=w["jitter_ms"] if w else None,
-        loss_pct=w["loss_pct"] if w else None, rounds=w["rounds"] if w else 0,
-        hours=int(rtt.window.hours[i]) if w and rtt is not None and i is not None else 0,
-        samples=w["samples"] if w else 0, extra=extra,
-        merged=rtt.merged(i) if w and rtt is not None and i is not None else None)
+        got = _at(*others.get(probe, (None, None)))
+        extra.update((name, got[figure] if got else None) for name, figure in pairs)
+    w = _at(rtt, i)
+    if w is None:
+        return WindowFigures(None, None, None, None, None, rounds=0, hours=0, samples=0, extra=extra)
+    assert rtt is not None and i is not None
+    return WindowFigures(w["rtt_p50_ms"], w["rtt_p95_ms"], w["rtt_p99_ms"], w["jitter_ms"], w["loss_pct"],
+                         rounds=w["rounds"], hours=int(rtt.window.hours[i]), samples=w["samples"],
+                         extra=extra, merged=rtt.merged(i))
 
 
 def _worst_hour(m: MergedHours | None, zone: ZoneInfo) -> WorstHour | None:
@@ -192,11 +195,11 @@ def _profiles(arrays: HourArrays) -> ProfileColumns:
 
 def _agent_rows(agent: fleet.AgentInfo, zone: ZoneInfo, targets: Mapping[str, fleet.TargetInfo],
                 by_probe: Mapping[str, HourArrays], window: HourWindow, offpeak: HourWindow | None,
-                slo: SloRequest | None = None, pending: _Slo | None = None, profiles: bool = True
+                slo: SloRequest | None = None, pending: SloByRow | None = None, profiles: bool = True
                 ) -> list[PeakRow]:
     """The rows of one agent: each probe's windows merged for all its series at once, and with an
-    off-peak window and `profiles`, their 24-hour profiles. With `slo`, their SLO figures are jobs
-    handed to `pending`, and added to the rows when every agent's are done."""
+    off-peak window and `profiles`, their 24-hour profiles. With `slo`, their SLO figures go to
+    `pending`, and are added to the rows when every agent's are done."""
     rtt_order = [p for p in rtt_probes() if p in by_probe]
     figures = figure_probes()          # once per agent: the registry is walked for each call
     figured = {p: [name for _, name in pairs] for p, pairs in figures.items()}
@@ -232,7 +235,7 @@ def _agent_rows(agent: fleet.AgentInfo, zone: ZoneInfo, targets: Mapping[str, fl
 
 def _slo_jobs(rows: list[PeakRow], slo: SloRequest, by_probe: Mapping[str, HourArrays],
               merged: Mapping[tuple[str, int], _Merged | None], index: Mapping[str, Mapping[str, int]],
-              offpeak: bool, pending: _Slo) -> None:
+              offpeak: bool, pending: SloByRow) -> None:
     """The rows' SLO figures, a job per RTT probe of every series of it (report/slo.py)."""
     for probe in sorted({r.rtt_probe for r in rows if r.rtt_probe is not None}):
         peak, off = merged.get((probe, 0)), merged.get((probe, 1)) if offpeak else None
@@ -242,18 +245,8 @@ def _slo_jobs(rows: list[PeakRow], slo: SloRequest, by_probe: Mapping[str, HourA
         job = slo_job(slo, peak.window, off.window if off is not None else None,
                       by_probe[probe].each_hour() if slo.hours else None, [i for _, i in mine],
                       [measured_server(rows[k].peak.extra) for k, _ in mine])
-        pending.add(job, {i: (rows[k].agent, rows[k].target) for k, i in mine})
-
-
-@dataclass(slots=True)
-class _Slo:
-    """The SLO figures of the rows made so far, by (agent, target)."""
-
-    figures: dict[tuple[str, str], SloFigures] = field(default_factory=dict)
-
-    def add(self, job: SloJob, keys: dict[int, tuple[str, str]]) -> None:
-        """`keys`: the (agent, target) of each of the job's series."""
-        self.figures.update((keys[i], got) for i, got in slo_figures(job).items())
+        keys = {i: (rows[k].agent, rows[k].target) for k, i in mine}
+        pending.update((keys[i], got) for i, got in slo_figures(job).items())
 
 
 async def _read_days(store: Source, agent: str, local: LocalDays, probes: Sequence[str],
@@ -318,7 +311,7 @@ async def compute(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | 
     warnings: list[str] = []
     lines: dict[tuple[str, str], fleet.DetectedLine] = {}
     back: dict[tuple[str, str], fleet.DetectedLine] = {}      # the way back
-    figuring = _Slo() if slo is not None else None
+    figuring: SloByRow | None = {} if slo is not None else None
     try:
         for _ in range(store.parallel_reads):
             launch()
@@ -340,7 +333,7 @@ async def compute(store: Source, days: int = DEFAULT_DAYS, window: HourWindow | 
         pairs = sorted({(r.agent, r.target) for r in rows})
         lines, back = await asyncio.gather(fleet.detected_lines(store, pairs, now),
                                            fleet.detected_lines(store, pairs, now, "return"))
-    figures = figuring.figures if figuring is not None else {}
+    figures = figuring if figuring is not None else {}
     # one copy of a row for its rank and all the rest (a fleet has 1,000 rows)
     rows = [_finished(r, score, rank, lines.get(key), back.get(key), figures.get(key))
             for r, score, rank in ranked(rows) for key in ((r.agent, r.target),)]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from html import escape
-from typing import TextIO
 
 from netprobe.times import iso
 
@@ -55,11 +54,6 @@ def html_chunks(report: PeakReport) -> Iterator[str]:
     yield from _joined(_first(report))
     yield from _joined(_second(report), lead=True)
     yield _TAIL
-
-
-def write_html(report: PeakReport, out: TextIO) -> None:
-    """The page written to `out` as it is drawn."""
-    out.writelines(html_chunks(report))
 
 
 def _head(report: PeakReport) -> str:

@@ -1,5 +1,4 @@
-"""The report as a table for people (laid out by netprobe.report.text_table: rich's Table was too slow at
-fleet scale; see bench/README.md, table_render)."""
+"""The report as a table for people (laid out by netprobe.report.text_table)."""
 
 from __future__ import annotations
 

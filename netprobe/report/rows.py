@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, overload
 from netprobe.probes import REGISTRY
 from netprobe.stats import loss_pct
 from netprobe.store.prefix import Extremes, Sums
-from netprobe.store.rollups import Rollup
 
 if TYPE_CHECKING:
     from netprobe.report.slo import SloFigures
@@ -62,11 +61,6 @@ class WindowFigures:
         """A probe's figure by name (None where the window has none)."""
         return self.extra.get(name)
 
-    @property
-    def rollup(self) -> Rollup | None:
-        """The merged RTT hours as a Rollup (sketch included), built when asked for."""
-        return self.merged.rollup if self.merged is not None else None
-
     def to_dict(self) -> dict[str, Any]:
         return {"rtt_p50_ms": self.rtt_p50_ms, "rtt_p95_ms": self.rtt_p95_ms, "rtt_p99_ms": self.rtt_p99_ms,
                 "jitter_ms": self.jitter_ms, "loss_pct": self.loss_pct, "rounds": self.rounds,
@@ -94,9 +88,7 @@ class Degradation:
     loss_delta_pct: float | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rtt_p50_delta_ms": self.rtt_p50_delta_ms, "rtt_p95_delta_ms": self.rtt_p95_delta_ms,
-                "rtt_p95_ratio": self.rtt_p95_ratio, "jitter_delta_ms": self.jitter_delta_ms,
-                "loss_delta_pct": self.loss_delta_pct}
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +103,7 @@ class HourProfile:
     rounds: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {"hour": self.hour, "rtt_p5_ms": self.rtt_p5_ms, "rtt_p50_ms": self.rtt_p50_ms,
-                "rtt_p95_ms": self.rtt_p95_ms, "loss_pct": self.loss_pct, "rounds": self.rounds}
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,14 +278,13 @@ class PeakRow:
 
 @dataclass(slots=True)
 class MergedHours:
-    """Hours of one series merged: how many, the extremes; the summed bins and the Rollup (a sketch)
-    are made only when asked (the line comparison merges them)."""
+    """Hours of one series merged: how many, the extremes; the summed bins are made only when asked
+    (the line comparison merges them)."""
 
     hours: int
     extremes: Extremes | None
     make: Callable[[], Sums] = field(repr=False)
     _sums: Sums | None = None
-    _rollup: Rollup | None = None
 
     @property
     def sums(self) -> Sums:
@@ -309,9 +299,3 @@ class MergedHours:
     @property
     def hi(self) -> float | None:
         return self.extremes[1] if self.extremes else None
-
-    @property
-    def rollup(self) -> Rollup:
-        if self._rollup is None:
-            self._rollup = self.sums.rollup(self.lo, self.hi)
-        return self._rollup

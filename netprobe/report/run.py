@@ -78,10 +78,6 @@ async def _compute(db: str | None, days: int, window: HourWindow, offpeak: HourW
         await store.close()
 
 
-def _note(text: str) -> None:
-    print(text, file=sys.stderr)
-
-
 def _emit(report: PeakReport, fmt: str, out: Path | None) -> None:
     if fmt == "table":
         from rich.console import Console
@@ -94,15 +90,15 @@ def _emit(report: PeakReport, fmt: str, out: Path | None) -> None:
             return
         with _open(out) as fh:
             print_table(report, Console(emoji=False, file=fh, width=240, no_color=True, highlight=False))
-        _note(f"wrote {out}")
+        print(f"wrote {out}", file=sys.stderr)
         return
     with _open(out) if out is not None else contextlib.nullcontext(sys.stdout) as fh:
         if fmt == "html":
-            from netprobe.report.render_html import write_html
+            from netprobe.report.render_html import html_chunks
 
-            write_html(report, fh)      # written as drawn: a fleet's page is 15 MB
+            fh.writelines(html_chunks(report))      # written as drawn: a fleet's page is 15 MB
         elif fmt == "json":
-            import orjson  # a fleet's report is megabytes: the json module was a large part of its time
+            import orjson  # a fleet's report is megabytes
 
             fh.write(orjson.dumps(report.to_dict()).decode() + "\n")
         else:
@@ -110,9 +106,9 @@ def _emit(report: PeakReport, fmt: str, out: Path | None) -> None:
 
             fh.write(markdown(report))
     if not report.rows and fmt != "json":
-        _note("no hourly rollups in the chosen days: the report is empty")
+        print("no hourly rollups in the chosen days: the report is empty", file=sys.stderr)
     if out is not None:
-        _note(f"wrote {out}")
+        print(f"wrote {out}", file=sys.stderr)
 
 
 def _open(path: Path) -> TextIO:

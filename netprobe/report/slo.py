@@ -14,8 +14,6 @@ import numpy as np
 
 from netprobe.budget.attainment import (
     F64,
-    GRID_CELLS,
-    PRUNE,
     Outcome,
     Rtts,
     Server,
@@ -73,23 +71,6 @@ def measured_server(figures: Mapping[str, float | None]) -> Server:
     return LogNormal(ln, math.sqrt(max(0.0, ln2 - ln * ln)))
 
 
-def _cases(w: Window, rows: Sequence[int]) -> tuple[list[int], Rtts, F64]:
-    """The series of `rows` with RTT samples, as attainment cases: merged bins and the loss fraction."""
-    from netprobe.store.hour_arrays import bin_values
-    from netprobe.store.prefix import COUNTERS
-
-    idx = np.asarray(rows, np.intp)
-    have = idx[w.pos[idx].sum(axis=1) > 0].tolist()     # one step, not a sum per row
-    values = bin_values(w.pos_lo, w.pos.shape[1])
-    sent, received = w.c[have, COUNTERS.index("sent")], w.c[have, COUNTERS.index("received")]
-    loss = np.where(sent > 0, (sent - received) / np.where(sent > 0, sent, 1.0), 0.0)
-    return have, Rtts(values, w.pos[have]), loss
-
-
-def servers_of(req: SloRequest, measured: Sequence[Server]) -> list[Server]:
-    return [req.server if req.server is not None else m for m in measured]
-
-
 # -- the job ------------------------------------------------------------------------------------------
 # An agent's SLO figures for one RTT probe are a job of plain arrays (SloJob), computed as each
 # agent's rows are made, so only the agents in flight are held in memory.
@@ -97,8 +78,17 @@ Cases = tuple[list[int], Rtts, F64, list[Server]]    # case keys, their RTTs, lo
 
 
 def _picked(w: Window, keys: Sequence[int], servers: Mapping[int, Server]) -> Cases:
-    have, rtts, loss = _cases(w, keys)
-    return have, rtts, loss, [servers[i] for i in have]
+    """The series of `keys` with RTT samples, as attainment cases: merged bins, the loss fraction and
+    the server."""
+    from netprobe.store.hour_arrays import bin_values
+    from netprobe.store.prefix import COUNTERS
+
+    idx = np.asarray(keys, np.intp)
+    have = idx[w.pos[idx].sum(axis=1) > 0].tolist()     # one step, not a sum per row
+    values = bin_values(w.pos_lo, w.pos.shape[1])
+    sent, received = w.c[have, COUNTERS.index("sent")], w.c[have, COUNTERS.index("received")]
+    loss = np.where(sent > 0, (sent - received) / np.where(sent > 0, sent, 1.0), 0.0)
+    return have, Rtts(values, w.pos[have]), loss, [servers[i] for i in have]
 
 
 def _slices(w: Window, keys: Sequence[int], servers: Mapping[int, Server]) -> tuple[Cases, ...]:
@@ -109,8 +99,7 @@ def _slices(w: Window, keys: Sequence[int], servers: Mapping[int, Server]) -> tu
 
 @dataclass(frozen=True, slots=True)
 class SloJob:
-    """The SLO figures of one agent's series of one probe, as plain arrays: picklable, all a worker
-    needs."""
+    """The SLO figures of one agent's series of one probe, as plain arrays."""
 
     req: SloRequest
     rows: tuple[int, ...]                 # series indexes
@@ -120,19 +109,12 @@ class SloJob:
     whole_peak: Cases | None              # the peak's cases at once: outcomes and curves (when asked)
     hours: tuple[Cases, ...] | None       # slices of the cases i·24 + h (when asked)
 
-    @property
-    def size(self) -> int:
-        """Cases, as a measure of the work."""
-        parts = (*self.peak, *self.offpeak, *(self.hours or ()),
-                 *((self.whole_peak,) if self.whole_peak is not None else ()))
-        return sum(len(c[0]) for c in parts)
-
 
 def slo_job(req: SloRequest, peak: Window, offpeak: Window | None, each_hour: Window | None,
             rows: Sequence[int], measured: Sequence[Server]) -> SloJob:
     """`each_hour`: series-major, row i·24 + h (None: no hours). `measured`: per entry of `rows`, the
     server its openai-mode streams measured (None: none ran)."""
-    servers = servers_of(req, measured)
+    servers = [req.server if req.server is not None else m for m in measured]
     sources: tuple[ServerSource, ...] = tuple(
         "given" if req.server is not None else "measured" if m is not None else "none" for m in measured)
     pick = dict(zip(rows, servers, strict=True))
@@ -152,16 +134,14 @@ def _attained(model: SloModel, slices: Sequence[Cases], drawn: bool = False) -> 
     """`drawn`: for a chart (drawn_attainments: DRAWN_CELLS, DRAWN_PRUNE)."""
     out: dict[int, float] = {}
     for have, rtts, loss, servers in slices:
-        got = drawn_attainments(rtts, loss, servers, model) if drawn else \
-            attainments(rtts, loss, servers, model, GRID_CELLS, PRUNE)
+        got = (drawn_attainments if drawn else attainments)(rtts, loss, servers, model)
         out.update(zip(have, got.tolist(), strict=True))
     return out
 
 
 def slo_figures(job: SloJob) -> dict[int, SloFigures]:
     """Per series of the job: its attainment at the peak (with the outcome when asked), off-peak, per
-    local hour and its peak's end-to-end curve (when asked). A top-level function of plain data, so a
-    worker process can run it."""
+    local hour and its peak's end-to-end curve (when asked)."""
     req = job.req
     at_peak, off = _attained(req.model, job.peak), _attained(req.model, job.offpeak)
     outs: dict[int, Outcome] = {}

@@ -9,6 +9,8 @@ import math
 from collections.abc import Sequence
 from functools import lru_cache
 from html import escape
+from itertools import groupby
+from operator import itemgetter
 from typing import cast
 
 from .line_comparison import LineFigures
@@ -44,10 +46,7 @@ _SPARE = ("#4d9221", "#c51b7d", "#2166ac", "#b35806", "#542788")
 def loss_colour(loss: float | None) -> str:
     if loss is None:
         return NO_DATA
-    for bound, colour, _ in LOSS_BINS:
-        if loss <= bound:
-            return colour
-    return LOSS_BINS[-1][1]         # NaN
+    return next((colour for bound, colour, _ in LOSS_BINS if loss <= bound), LOSS_BINS[-1][1])   # NaN: last
 
 
 def line_colour(line: str) -> str:
@@ -68,6 +67,12 @@ def svg_text(x: float, y: float, text: str, *, size: int = 11, anchor: str = "st
              weight: str = "normal") -> str:
     return (f'<text x="{num(x)}" y="{num(y)}" font-size="{size}" text-anchor="{anchor}" fill="{fill}" '
             f'font-weight="{weight}" {FONT}>{_t(text)}</text>')
+
+
+def svg_line(x1: float, x2: float, y1: float, y2: float, stroke: str, extra: str = "") -> str:
+    """A line 1 px wide; `extra`: more attributes, after a space."""
+    return (f'<line x1="{num(x1)}" x2="{num(x2)}" y1="{num(y1)}" y2="{num(y2)}" stroke="{stroke}" '
+            f'stroke-width="1"{extra}/>')
 
 
 def rect(x: float, y: float, w: float, h: float, fill: str, tip: str | None = None) -> str:
@@ -92,18 +97,9 @@ def nice_max(v: float) -> float:
 def _runs(hours: HourSeries) -> list[list[int]]:
     """Consecutive hours with data (their places in the series): the band and the line break where an
     hour has none."""
-    runs: list[list[int]] = []
-    current: list[int] = []
-    for k, (p5, p50, p95) in enumerate(zip(hours.p5, hours.p50, hours.p95, strict=True)):
-        if p50 is None or p5 is None or p95 is None:
-            if current:
-                runs.append(current)
-            current = []
-        else:
-            current.append(k)
-    if current:
-        runs.append(current)
-    return runs
+    there = (p5 is not None and p50 is not None and p95 is not None
+             for p5, p50, p95 in zip(hours.p5, hours.p50, hours.p95, strict=True))
+    return [[k for k, _ in run] for ok, run in groupby(enumerate(there), key=itemgetter(1)) if ok]
 
 
 # A fleet's HTML report draws 1,000 profiles and a heatmap of 24,000 cells: what does not depend on the
@@ -136,8 +132,7 @@ def _profile_grid(y_top: float, width: int, height: int) -> str:
     for i in range(5):
         v = y_top * i / 4
         yv = top + ph - v / y_top * ph
-        body.append(f'<line x1="{num(left)}" x2="{num(left + pw)}" y1="{num(yv)}" y2="{num(yv)}" '
-                    f'stroke="{GRID}" stroke-width="1"/>')
+        body.append(svg_line(left, left + pw, yv, yv, GRID))
         body.append(svg_text(left - 6, yv + 4, f"{v:g}", anchor="end", size=10))
     return "".join(body)
 
@@ -147,8 +142,7 @@ def _profile_axis(width: int, height: int) -> str:
     left, right, top, bottom = _PROFILE_BOX
     pw, ph = width - left - right, height - top - bottom
     slot = pw / 24
-    body = [f'<line x1="{num(left)}" x2="{num(left + pw)}" y1="{num(top + ph)}" y2="{num(top + ph)}" '
-            f'stroke="{AXIS}" stroke-width="1"/>']
+    body = [svg_line(left, left + pw, top + ph, top + ph, AXIS)]
     body += [svg_text(left + (h + 0.5) * slot, top + ph + 14, f"{h:02d}", anchor="middle", size=10)
              for h in range(0, 24, 3)]
     body.append(svg_text(left, height - 4, "local hour · band P5–P95 · line median · orange peak window · "
@@ -156,16 +150,10 @@ def _profile_axis(width: int, height: int) -> str:
     return "".join(body)
 
 
-@lru_cache(maxsize=64)
-def _pairs(n: int) -> str:
-    """A %-format of n "x,y" points, x given as text and y as a number (num's one decimal)."""
-    return " ".join(["%s,%.1f"] * n)
-
-
-@lru_cache(maxsize=64)
-def _points(n: int) -> str:
-    """A %-format of n "x,y" points given as numbers (num's one decimal)."""
-    return " ".join(["%.1f,%.1f"] * n)
+@lru_cache(maxsize=128)
+def _pairs(n: int, x: str = "%s") -> str:
+    """A %-format of n "x,y" points, x as `x` formats it (text by default), y as num does."""
+    return " ".join([f"{x},%.1f"] * n)
 
 
 def profile_chart(row: PeakRow, window: HourWindow, offpeak: HourWindow, width: int = 660,
@@ -264,10 +252,7 @@ def line_bars(lines: Sequence[LineFigures], width: int = 900) -> str:
     pw = width - label_w - value_w
     highs = [v for g in lines for v in (g.peak_p95_ms, g.offpeak_p95_ms) if v is not None]
     x_top = nice_max(max(highs) * 1.02) if highs else 1.0
-    dcs: list[str | None] = []
-    for g in lines:
-        if g.datacenter not in dcs:
-            dcs.append(g.datacenter)
+    dcs = list(dict.fromkeys(g.datacenter for g in lines))
     height = int(top + len(lines) * (2 * bar_h + gap) + len(dcs) * 22 + 30)
     region = next((g.region for g in lines if g.region), None)
     body = [rect(0, 0, width, height, "#ffffff"),
@@ -290,8 +275,7 @@ def line_bars(lines: Sequence[LineFigures], width: int = 900) -> str:
             off = "—" if g.offpeak_p95_ms is None else f"{g.offpeak_p95_ms:.1f}"
             body.append(svg_text(label_w + pw + 8, yy + bar_h, f"{p95} / {off} ms · {loss}", size=11))
             yy += 2 * bar_h + gap
-    body.append(f'<line x1="{num(label_w)}" x2="{num(label_w)}" y1="{num(top)}" y2="{num(yy)}" '
-                f'stroke="{AXIS}" stroke-width="1"/>')
+    body.append(svg_line(label_w, label_w, top, yy, AXIS))
     body.append(svg_text(label_w, yy + 14, "0", anchor="middle", size=10))
     body.append(svg_text(label_w + pw, yy + 14, f"{x_top:g} ms", anchor="middle", size=10))
     return _svg(width, height, "line comparison", body)
@@ -353,8 +337,7 @@ def _hours_frame(window: HourWindow, ttft_ms: float | None, width: int, height: 
     mid += [rect(left + h * slot, top, slot, ph, PEAK_SHADE) for h in window.hours]
     for tick in (0, 50, 100):
         yv = top + ph - tick / 100 * ph
-        mid.append(f'<line x1="{num(left)}" x2="{num(left + pw)}" y1="{num(yv)}" y2="{num(yv)}" '
-                   f'stroke="{GRID}" stroke-width="1"/>')
+        mid.append(svg_line(left, left + pw, yv, yv, GRID))
         mid.append(svg_text(left - 6, yv + 4, f"{tick}", anchor="end", size=10))
     heads = tuple(f'<rect x="{num(left + h * slot + 2)}" y="' for h in range(24))
     axis = "".join(svg_text(left + (h + 0.5) * slot, top + ph + 14, f"{h:02d}", anchor="middle", size=10)
@@ -404,8 +387,7 @@ def e2e_curves(rows: Sequence[PeakRow], width: int = 900, height: int = 300) -> 
                      "share of requests within, %", size=13, fill="#222222", weight="bold")]
     for v in (0, 25, 50, 75, 95, 100):
         yv = top + ph - v / 100 * ph
-        body.append(f'<line x1="{num(left)}" x2="{num(left + pw)}" y1="{num(yv)}" y2="{num(yv)}" '
-                    f'stroke="{GRID}" stroke-width="1"/>')
+        body.append(svg_line(left, left + pw, yv, yv, GRID))
         body.append(svg_text(left - 6, yv + 4, f"{v}", anchor="end", size=10))
     xt = left + ttft / x_top * pw
     base = top + ph
@@ -415,8 +397,8 @@ def e2e_curves(rows: Sequence[PeakRow], width: int = 900, height: int = 300) -> 
     for k, r in enumerate(shown):
         assert r.slo is not None
         colour = line_colour(r.line or "other")
-        pts = _points(len(r.slo.curve)) % tuple(v for x, f in r.slo.curve for v in (left + x / x_top * pw,
-                                                                                 base - f * ph))
+        pts = _pairs(len(r.slo.curve), "%.1f") % tuple(v for x, f in r.slo.curve
+                                                       for v in (left + x / x_top * pw, base - f * ph))
         body.append(f'<polyline points="{pts}" fill="none" stroke="{colour}" stroke-width="2"/>')
         got = r.slo.attainment_pct
         body.append(rect(left + pw + 12, top + k * 16, 10, 10, colour))

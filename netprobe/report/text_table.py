@@ -1,22 +1,17 @@
-"""Tables laid out by hand, line for line as rich's Table lays out the ones netprobe prints.
+"""Tables laid out by hand, line for line as rich's Table lays out the ones netprobe prints (rich's
+Table is too slow for a fleet's report). A cell is one line of plain text, its width
+`rich.cells.cell_len`, each row one string; for what these tables use (box, header, padding 1,
+justified columns, sections, title, caption, row and cell styles) the output is rich's own
+(tests/unit/report/test_text_table.py compares them), and rich writes it.
 
-rich's Table measures and renders every cell through its layout engine, too slow for a fleet's
-report (1,000 rows × 21 columns). Here a cell is one line of plain text (no markup), its
-width is `rich.cells.cell_len`, and each row becomes one string (see bench/README.md, table_render).
-The output is
-rich's own, for what these tables use (a box with edges and a header, padding 1, left/right justified
-columns, sections, title and caption justified left, row and cell styles);
-tests/unit/report/test_text_table.py renders both and compares. Rich still writes it, so colour follows
-rich's terminal detection.
-
-When the table is wider than the console, nothing is shrunk, wrapped, or cropped with "…" (rich's
-Table would): the lines keep their full width (a terminal folds them; `less -S` scrolls them) and
-only the title and caption wrap, at the console's width.
+A table wider than the console is not shrunk, wrapped or cropped (rich's Table would): its lines keep
+their full width and only the title and caption wrap, at the console's width.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from functools import cache
 from typing import Literal
 
 from rich import box as boxes
@@ -87,13 +82,7 @@ class TextTable:
         section = box.get_row(widths, "row")
         mid = (box.mid_left, box.mid_vertical, box.mid_right)
         foot = (box.foot_left, box.foot_vertical, box.foot_right)
-        styles: dict[str, Style] = {}
-
-        def get_style(name: str | None) -> Style:
-            style = styles.get(name or "")
-            if style is None:
-                style = styles[name or ""] = console.get_style(name or "")
-            return style
+        get_style = cache(lambda name: console.get_style(name or ""))     # parsed once per name
 
         for index, (row, row_lens) in enumerate(zip(self._rows, lens, strict=True)):
             left, divider, right = foot if index == last else mid

@@ -85,19 +85,6 @@ class LocalDays:
     last: date                  # today, local
     now: datetime               # UTC
 
-    @property
-    def start(self) -> datetime:
-        """UTC instant of local midnight starting the first day (an hour early is harmless: contains()
-        decides; it only bounds the query)."""
-        return datetime.combine(self.first, time(), tzinfo=self.zone).astimezone(UTC) - timedelta(hours=1)
-
-    def contains(self, hour: datetime) -> bool:
-        """Whether the hour starting at `hour` (UTC) falls in these days."""
-        return hour < self.now and self.first <= hour.astimezone(self.zone).date() <= self.last
-
-    def local(self, hour: datetime) -> datetime:
-        return hour.astimezone(self.zone)
-
 
 def last_days(zone: ZoneInfo, days: int, now: datetime) -> LocalDays:
     if days < 1:

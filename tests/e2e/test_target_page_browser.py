@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from netprobe.dashboard import smoke
-from netprobe.dashboard.target import render
+from netprobe.dashboard.target import target_page as render
 from netprobe.report.svg import AXIS, PEAK_SHADE
 from netprobe.store import open_store
 from tests.support.browser import screenshot

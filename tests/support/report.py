@@ -26,6 +26,8 @@ from tests.support.store import typed
 
 if TYPE_CHECKING:
     from netprobe.report.peak import PeakReport
+    from netprobe.report.rows import WindowFigures
+    from netprobe.store.rollups import Rollup
 
 NOW = datetime(2026, 3, 30, 10, 0, tzinfo=UTC)      # Berlin moved to CEST on 2026-03-29 at 01:00 UTC
 BERLIN_SPRING = datetime(2026, 3, 29, 1, 0, tzinfo=UTC)
@@ -281,3 +283,9 @@ def _close(a: Any, b: Any, path: str = "") -> None:
         assert a == pytest.approx(b, rel=1e-9), path
     else:
         assert a == b, path
+
+
+def merged_rollup(w: WindowFigures) -> Rollup | None:
+    """A window's merged RTT hours as a Rollup (sketch included)."""
+    m = w.merged
+    return m.sums.rollup(m.lo, m.hi) if m is not None else None

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import pytest
 
-from netprobe.dashboard.target import render
+from netprobe.dashboard.target import target_page as render
 from netprobe.store import Store, open_store
 from tests.support.path_events import CN2, GT, mtr_envelope
 from tests.support.pg import BOTH, database_url

@@ -8,9 +8,9 @@ from zoneinfo import ZoneInfo
 
 import numpy as np
 
+from netprobe.dashboard.layout import target_href as span_link
 from netprobe.dashboard.paths import Step, hop_diff
 from netprobe.dashboard.spans import bucket_hours, span_of
-from netprobe.dashboard.target import span_link
 from netprobe.report.windows import DEFAULT_WINDOW
 
 H = timedelta(hours=1)

@@ -9,6 +9,7 @@ import pytest
 
 from netprobe.errors import UsageError
 from netprobe.report.windows import HourWindow, LocalDays, last_days, zone_of
+from tests.support.windows import days_start, in_days
 
 
 def test_parse_and_contains() -> None:
@@ -32,7 +33,7 @@ def _in_window(days: LocalDays, window: HourWindow, day_start: datetime, hours: 
     found = []
     for i in range(hours):
         h = day_start + timedelta(hours=i)
-        if days.contains(h) and window.contains(days.local(h).hour):
+        if in_days(days, h) and window.contains(h.astimezone(days.zone).hour):
             found.append(h)
     return found
 
@@ -81,10 +82,10 @@ def test_last_days_end_now_and_start_at_local_midnight() -> None:
     now = _utc(2026, 3, 30, 10)                                    # 18:00 in Shanghai
     days = last_days(sh, 7, now)
     assert (days.first, days.last) == (date(2026, 3, 24), date(2026, 3, 30))
-    assert days.contains(_utc(2026, 3, 23, 16))                    # 00:00 on the 24th, local
-    assert not days.contains(_utc(2026, 3, 23, 15))                # 23:00 on the 23rd
-    assert days.contains(_utc(2026, 3, 30, 9)) and not days.contains(_utc(2026, 3, 30, 10))
-    assert days.start <= _utc(2026, 3, 23, 16)
+    assert in_days(days, _utc(2026, 3, 23, 16))                    # 00:00 on the 24th, local
+    assert not in_days(days, _utc(2026, 3, 23, 15))                # 23:00 on the 23rd
+    assert in_days(days, _utc(2026, 3, 30, 9)) and not in_days(days, _utc(2026, 3, 30, 10))
+    assert days_start(days) <= _utc(2026, 3, 23, 16)
     # half-hour zones: the window follows the local clock hour at each UTC hour's start
     kolkata = last_days(ZoneInfo("Asia/Kolkata"), 1, _utc(2026, 3, 30, 18, 20))   # 23:50 IST
     assert _in_window(kolkata, HourWindow(20, 23), _utc(2026, 3, 29, 18)) == [

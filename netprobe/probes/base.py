@@ -116,7 +116,7 @@ ProbeRun = Callable[[ProbeTarget, S, ProbeContext], Awaitable[R]]
 @dataclass(frozen=True, slots=True)
 class ProbeCli:
     """`netprobe probe <name>`: its typer command and how its results print as a table. Built by the
-    spec's `cli` function, on demand (ProbeSpec.load_cli), so the agent never imports typer or rich."""
+    spec's `cli` function, on demand (by `netprobe probe`), so the agent never imports typer or rich."""
 
     command: Callable[..., None]
     epilog: str | None = None
@@ -335,9 +335,6 @@ class ProbeSpec(Generic[S, R]):
     def _check_routes(self, route_of: RouteOf | None) -> None:
         if (route_of is None) != (self.route_direction is None):
             raise TypeError(f"probe {self.name!r}: route_of and route_direction go together")
-
-    def load_cli(self) -> ProbeCli | None:
-        return None if self.cli is None else self.cli()
 
     async def round(self, target: ProbeTarget, settings: ProbeSettings, ctx: ProbeContext) -> ProbeResult:
         """One round with settings validated elsewhere (config, the CLI) by this spec's model."""

@@ -10,6 +10,6 @@ from netprobe.probes import REGISTRY
 app = typer.Typer(no_args_is_help=True, help="Run one probe now and print what it measured.")
 
 for _spec in REGISTRY.values():
-    _cli = _spec.load_cli()
-    if _cli is not None:
+    if _spec.cli is not None:
+        _cli = _spec.cli()
         app.command(_spec.name, epilog=_cli.epilog)(_cli.command)

@@ -26,6 +26,7 @@ from netprobe.errors import UsageError
 from netprobe.net.pacing import launch_paced
 from netprobe.net.resolve import Resolver, family_name, parse_literal
 from netprobe.net.targets_file import MAX_TARGETS, read_targets
+from netprobe.probes import reflector
 from netprobe.probes.base import ProbeContext, ProbeRun, ProbeSettings, ProbeTarget, RoundSettings
 from netprobe.probes.render import print_table
 from netprobe.probes.results import ProbeResult
@@ -150,7 +151,9 @@ TimeoutOpt = Annotated[str | None, typer.Option("--timeout", "-W", metavar="DURA
 V4Opt = Annotated[bool, typer.Option("-4", help="IPv4 only.")]
 V6Opt = Annotated[bool, typer.Option("-6", help="IPv6 only.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")]
-
+TokenFileOpt = Annotated[str, typer.Option(
+    "--token-file", metavar="FILE", help="This agent's reflector token (`netprobe target add-agent` printed "
+    f"it); default: ${reflector.TOKEN_ENV}.")]
 
 
 def round_defaults(model: type[RoundSettings], what: str) -> str:

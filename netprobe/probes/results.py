@@ -54,6 +54,16 @@ class ProbeResult:
             "error": self.error,
         }
 
+    def fields_dict(self) -> dict[str, Any]:
+        """to_dict() for a subclass that writes each of its fields in their order: a record as its
+        to_dict(), a list or dict copied."""
+        d = ProbeResult.to_dict(self)
+        for f in dataclasses.fields(self)[_COMMON:]:
+            value = getattr(self, f.name)
+            d[f.name] = (dict(value) if isinstance(value, dict) else list(value) if isinstance(value, list)
+                         else value.to_dict() if hasattr(value, "to_dict") else value)
+        return d
+
     # -- the JSON the envelope validator expects (netprobe.store.wire derives it from the fields) ----
     @classmethod
     def json_layout(cls) -> Mapping[str, object]:
@@ -81,6 +91,9 @@ class ProbeResult:
     def json_fields(cls, result: Mapping[str, Any]) -> dict[str, Any]:
         """The fields json_layout() lists, read from the JSON their own way (from_json reads the rest)."""
         return {}
+
+
+_COMMON = len(dataclasses.fields(ProbeResult))
 
 
 def count_problems(result: Mapping[str, Any], *, answers_are_received: bool = True) -> list[str]:

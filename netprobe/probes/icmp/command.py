@@ -37,10 +37,10 @@ from netprobe.probes.render import STAT_COLUMNS, ms, new_table, pct, stat_cells,
 from netprobe.probes.results import ProbeResult
 
 
-def icmp_table(results: Sequence[IcmpResult]) -> Table:
+def table(results: Sequence[ProbeResult]) -> Table:
     t = new_table("icmp (ms)", ["host", "address", "sent", "recv", "loss%", *STAT_COLUMNS, "jitter",
                              "status"])
-    for r in results:
+    for r in [r for r in results if isinstance(r, IcmpResult)]:
         t.add_row(escape(r.host), r.address or "—", str(r.sent), str(r.received), pct(r.loss_pct),
                   *stat_cells(r.rtt_ms), ms(r.jitter_ms), status_cell(r))
     return t
@@ -93,12 +93,7 @@ def command(
         return await run_targets(run, targets, settings, spread=settings.interval, ctx=ctx)
 
     results = asyncio.run(go())
-    emit(results, as_json, len(targets) > 1 or file is not None,
-         table)
-
-
-def table(results: Sequence[ProbeResult]) -> Table:
-    return icmp_table([r for r in results if isinstance(r, IcmpResult)])
+    emit(results, as_json, len(targets) > 1 or file is not None, table)
 
 
 CLI = ProbeCli(command=command, epilog=round_defaults(IcmpSettings, "echo requests"), table=table)

@@ -50,8 +50,23 @@ def echo_request(v6: bool, ident: int, seq: int, payload: bytes, psum: int) -> b
     return _HDR.pack(ECHO_REQUEST_V4, 0, csum, ident, seq) + payload
 
 
-def _bpf(code: int, jt: int, jf: int, k: int) -> bytes:
+def bpf(code: int, jt: int, jf: int, k: int) -> bytes:
     return struct.pack("HBBI", code, jt, jf, k)
+
+
+def attach_bpf(sock: socket.socket, prog: list[bytes]) -> None:
+    code = b"".join(prog)
+    buf = ctypes.create_string_buffer(code, len(code))
+    # the kernel copies the program, so `buf` may go once setsockopt returns
+    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, struct.pack("HL", len(prog), ctypes.addressof(buf)))
+
+
+def pass_icmp6_types(sock: socket.socket, *types: int) -> None:
+    """ICMP6_FILTER: a set bit blocks that type; pass only `types` (no NDP, no others' requests)."""
+    words = [0xFFFFFFFF] * 8
+    for t in types:
+        words[t >> 5] &= ~(1 << (t & 31)) & 0xFFFFFFFF
+    sock.setsockopt(socket.IPPROTO_ICMPV6, ICMP6_FILTER, struct.pack("8I", *words))
 
 
 def attach_reply_filter(sock: socket.socket, v6: bool, ident: int) -> None:
@@ -59,31 +74,17 @@ def attach_reply_filter(sock: socket.socket, v6: bool, ident: int) -> None:
 
     On a raw socket every ICMP packet on the host is delivered to every raw listener; at 1,000
     targets beside another pinger that doubles the work, so the kernel drops the rest for us."""
-    if v6:  # raw ICMPv6 sockets see the packet from the ICMPv6 header on
-        prog = [
-            _bpf(0x30, 0, 0, 0),               # ldb [0]            type
-            _bpf(0x15, 0, 3, ECHO_REPLY_V6),   # jeq #129
-            _bpf(0x28, 0, 0, 4),               # ldh [4]            identifier
-            _bpf(0x15, 0, 1, ident),           # jeq #ident
-            _bpf(0x06, 0, 0, 0xFFFF),          # ret accept
-            _bpf(0x06, 0, 0, 0),               # ret drop
-        ]
-    else:  # raw ICMPv4 sockets see the IP header first
-        prog = [
-            _bpf(0xB1, 0, 0, 0),               # ldxb 4*([0]&0xf)   X = IP header length
-            _bpf(0x50, 0, 0, 0),               # ldb [x+0]          type
-            _bpf(0x15, 0, 3, ECHO_REPLY_V4),   # jeq #0
-            _bpf(0x48, 0, 0, 4),               # ldh [x+4]          identifier
-            _bpf(0x15, 0, 1, ident),           # jeq #ident
-            _bpf(0x06, 0, 0, 0xFFFF),
-            _bpf(0x06, 0, 0, 0),
-        ]
-    code = b"".join(prog)
-    buf = ctypes.create_string_buffer(code, len(code))
-    fprog = struct.pack("HL", len(prog), ctypes.addressof(buf))
-    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+    # raw ICMPv6 sockets see the packet from the ICMPv6 header on, raw ICMPv4 sockets the IP header first
+    prog = [] if v6 else [bpf(0xB1, 0, 0, 0)]           # ldxb 4*([0]&0xf): X = IPv4 header length
+    load_type, load_id = (0x30, 0x28) if v6 else (0x50, 0x48)  # ldb/ldh [k] or [x+k]
+    prog += [
+        bpf(load_type, 0, 0, 0),                                           # type
+        bpf(0x15, 0, 3, ECHO_REPLY_V6 if v6 else ECHO_REPLY_V4),           # jeq echo reply
+        bpf(load_id, 0, 0, 4),                                             # identifier
+        bpf(0x15, 0, 1, ident),                                            # jeq #ident
+        bpf(0x06, 0, 0, 0xFFFF),                                           # ret accept
+        bpf(0x06, 0, 0, 0),                                                # ret drop
+    ]
+    attach_bpf(sock, prog)
     if v6:
-        # ICMP6_FILTER: a set bit blocks that type; pass echo replies only (no NDP, no others' requests).
-        words = [0xFFFFFFFF] * 8
-        words[ECHO_REPLY_V6 >> 5] &= ~(1 << (ECHO_REPLY_V6 & 31)) & 0xFFFFFFFF
-        sock.setsockopt(socket.IPPROTO_ICMPV6, ICMP6_FILTER, struct.pack("8I", *words))
+        pass_icmp6_types(sock, ECHO_REPLY_V6)

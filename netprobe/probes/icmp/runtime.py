@@ -39,6 +39,9 @@ class IcmpResult(ProbeResult):
     jitter_ms: float | None = None
     samples_ms: list[float | None] = field(default_factory=list)
 
+    def to_dict(self) -> dict[str, Any]:
+        return self.fields_dict()
+
     @classmethod
     def json_layout(cls) -> Mapping[str, object]:
         # a RIPE Atlas summary-only ping (db import) keeps Atlas's own min/avg/max, no percentiles
@@ -49,13 +52,6 @@ class IcmpResult(ProbeResult):
         # Atlas's own min/avg/max stay in the JSON: the record's rtt_ms is its samples' stats (none)
         rtt = result.get("rtt_ms")
         return {"rtt_ms": record_of(RttStats, rtt) if rtt is not None and "p50" in rtt else None}
-
-    def to_dict(self) -> dict[str, Any]:
-        d = ProbeResult.to_dict(self)
-        d.update(sent=self.sent, received=self.received, duplicates=self.duplicates, late=self.late,
-                 loss_pct=self.loss_pct, rtt_ms=self.rtt_ms.to_dict() if self.rtt_ms else None,
-                 jitter_ms=self.jitter_ms, samples_ms=list(self.samples_ms))
-        return d
 
 
 async def run(target: ProbeTarget, settings: IcmpSettings, ctx: ProbeContext) -> IcmpResult:

@@ -10,13 +10,12 @@ error quotes.
 
 from __future__ import annotations
 
-import ctypes
 import socket
 import struct
 from dataclasses import dataclass
 from typing import Literal
 
-from netprobe.probes.icmp.packets import fold, ones_sum
+from netprobe.probes.icmp.packets import attach_bpf, bpf, fold, ones_sum, pass_icmp6_types
 
 Mode = Literal["icmp", "udp", "tcp"]
 
@@ -24,8 +23,6 @@ ICMP_ECHO_REPLY, ICMP_UNREACH, ICMP_ECHO, ICMP_TIME_EXCEEDED = 0, 3, 8, 11
 ICMP6_UNREACH, ICMP6_TIME_EXCEEDED, ICMP6_ECHO, ICMP6_ECHO_REPLY = 1, 3, 128, 129
 PROTO_ICMP, PROTO_TCP, PROTO_UDP, PROTO_ICMP6 = 1, 6, 17, 58
 TCP_SYN, TCP_RST, TCP_ACK = 0x02, 0x04, 0x10
-SO_ATTACH_FILTER = 26
-ICMP6_FILTER = 1
 PAYLOAD = 36  # bytes after the transport header: 64-byte IPv4 probes, as mtr's default
 
 
@@ -173,52 +170,38 @@ def parse_tcp(data: bytes, src: bytes, v6: bool) -> Reply | None:
     return Reply(("tcp", dport, (ack - 1) & 0xFFFFFFFF), src, src, "reached")
 
 
-def _bpf(code: int, jt: int, jf: int, k: int) -> bytes:
-    return struct.pack("HBBI", code, jt, jf, k)
-
-
-def _attach(sock: socket.socket, prog: list[bytes]) -> None:
-    code = b"".join(prog)
-    buf = ctypes.create_string_buffer(code, len(code))
-    # the kernel copies the program, so `buf` may go once setsockopt returns
-    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, struct.pack("HL", len(prog), ctypes.addressof(buf)))
-
-
 def attach_icmp_filter(sock: socket.socket, v6: bool, ident: int) -> None:
     """Pass errors (time exceeded, unreachable) and echo replies with our identifier, nothing else:
     the agent's ICMP engine receives thousands of other echo replies on the same host."""
     x = 0 if v6 else 1
     reply, exceeded, unreach = ((ICMP6_ECHO_REPLY, ICMP6_TIME_EXCEEDED, ICMP6_UNREACH) if v6
                                 else (ICMP_ECHO_REPLY, ICMP_TIME_EXCEEDED, ICMP_UNREACH))
-    prog = [_bpf(0xB1, 0, 0, 0)] if x else []       # ldxb 4*([0]&0xf): X = IPv4 header length
+    prog = [bpf(0xB1, 0, 0, 0)] if x else []       # ldxb 4*([0]&0xf): X = IPv4 header length
     load_type, load_id = (0x50, 0x48) if x else (0x30, 0x28)  # ldb/ldh [x+k] or [k]
     prog += [
-        _bpf(load_type, 0, 0, 0),
-        _bpf(0x15, 4, 0, exceeded),          # jeq exceeded -> accept
-        _bpf(0x15, 3, 0, unreach),           # jeq unreach  -> accept
-        _bpf(0x15, 0, 3, reply),             # jeq reply ? next : drop
-        _bpf(load_id, 0, 0, 4),
-        _bpf(0x15, 0, 1, ident),
-        _bpf(0x06, 0, 0, 0xFFFF),
-        _bpf(0x06, 0, 0, 0),
+        bpf(load_type, 0, 0, 0),
+        bpf(0x15, 4, 0, exceeded),          # jeq exceeded -> accept
+        bpf(0x15, 3, 0, unreach),           # jeq unreach  -> accept
+        bpf(0x15, 0, 3, reply),             # jeq reply ? next : drop
+        bpf(load_id, 0, 0, 4),
+        bpf(0x15, 0, 1, ident),
+        bpf(0x06, 0, 0, 0xFFFF),
+        bpf(0x06, 0, 0, 0),
     ]
-    _attach(sock, prog)
+    attach_bpf(sock, prog)
     if v6:
-        words = [0xFFFFFFFF] * 8  # ICMP6_FILTER: a set bit blocks the type
-        for t in (reply, exceeded, unreach):
-            words[t >> 5] &= ~(1 << (t & 31)) & 0xFFFFFFFF
-        sock.setsockopt(socket.IPPROTO_ICMPV6, ICMP6_FILTER, struct.pack("8I", *words))
+        pass_icmp6_types(sock, reply, exceeded, unreach)
 
 
 def attach_tcp_filter(sock: socket.socket, v6: bool, port: int) -> None:
     """A raw TCP socket sees a copy of every TCP segment on the host; keep only those to `port`."""
     if v6:
-        prog = [_bpf(0x28, 0, 0, 2)]                     # ldh [2]    destination port
+        prog = [bpf(0x28, 0, 0, 2)]                     # ldh [2]    destination port
     else:
-        prog = [_bpf(0xB1, 0, 0, 0), _bpf(0x48, 0, 0, 2)]  # X = IHL; ldh [x+2]
-    prog += [_bpf(0x15, 0, 1, port), _bpf(0x06, 0, 0, 0xFFFF), _bpf(0x06, 0, 0, 0)]
-    _attach(sock, prog)
+        prog = [bpf(0xB1, 0, 0, 0), bpf(0x48, 0, 0, 2)]  # X = IHL; ldh [x+2]
+    prog += [bpf(0x15, 0, 1, port), bpf(0x06, 0, 0, 0xFFFF), bpf(0x06, 0, 0, 0)]
+    attach_bpf(sock, prog)
 
 
 def attach_drop_all(sock: socket.socket) -> None:
-    _attach(sock, [_bpf(0x06, 0, 0, 0)])
+    attach_bpf(sock, [bpf(0x06, 0, 0, 0)])

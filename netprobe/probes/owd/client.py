@@ -113,19 +113,15 @@ def take(out: Exchange, data: bytes, t4: int, key: bytes, kid: bytes, session: i
     except BadPacket:
         out.bad += 1
         return None
-    _note_counts(out, p)
+    # Counts only grow within a session, so the highest seen is the latest the reflector knew.
+    out.seen_by_reflector = max(out.seen_by_reflector, p.received)
+    out.fwd_reordered = max(out.fwd_reordered, p.reordered)
+    out.fwd_duplicates = max(out.fwd_duplicates, p.duplicates)
     if p.kind is Kind.STATUS_REPLY:
         out.status_answered = True
     elif p.seq < out.sent:
         out.replies.append(Reply(p.seq, p.t1, p.t2, p.t3, t4))
     return p
-
-
-def _note_counts(out: Exchange, p: Packet) -> None:
-    # Counts only grow within a session, so the highest seen is the latest the reflector knew.
-    out.seen_by_reflector = max(out.seen_by_reflector, p.received)
-    out.fwd_reordered = max(out.fwd_reordered, p.reordered)
-    out.fwd_duplicates = max(out.fwd_duplicates, p.duplicates)
 
 
 def _send(sock: socket.socket, p: Packet, key: bytes, out: Exchange) -> None:

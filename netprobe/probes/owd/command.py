@@ -21,6 +21,7 @@ from netprobe.probes.cli_common import (
     IntervalOpt,
     JsonOpt,
     TimeoutOpt,
+    TokenFileOpt,
     V4Opt,
     V6Opt,
     address_family,
@@ -36,18 +37,15 @@ from netprobe.probes.owd.runtime import OwdResult, OwdSettings, run
 from netprobe.probes.render import STAT_COLUMNS, ms, new_table, pct, stat_cells, status_cell
 from netprobe.probes.results import ProbeResult
 
-TokenFileOpt = Annotated[str, typer.Option(
-    "--token-file", metavar="FILE", help="This agent's reflector token (`netprobe target add-agent` printed "
-    f"it); default: ${reflector.TOKEN_ENV}.")]
 ClockSyncOpt = Annotated[bool, typer.Option(
     "--clock-sync", help="Both clocks are NTP/PTP-synchronised: also print absolute one-way delays.")]
 
 
-def owd_table(results: Sequence[OwdResult]) -> Table:
+def table(results: Sequence[ProbeResult]) -> Table:
     t = new_table("owd (ms; fwd = to the reflector, ret = back)",
                   ["host", "address", "port", "sent", "recv", "loss%", "fwd%", "ret%", *STAT_COLUMNS,
                    "fwd var p95", "ret var p95", "fwd", "ret", "reord f/r", "dup f/r", "status"])
-    for r in results:
+    for r in [r for r in results if isinstance(r, OwdResult)]:
         t.add_row(escape(r.host), r.address or "—", str(r.port), str(r.sent), str(r.received),
                   pct(r.loss_pct), pct(r.fwd_loss_pct), pct(r.ret_loss_pct), *stat_cells(r.rtt_ms),
                   _var(r.fwd_delay_var_ms), _var(r.ret_delay_var_ms), ms(r.fwd_ms), ms(r.ret_ms),
@@ -87,10 +85,6 @@ def command(
         return await run_targets(run, targets, settings, spread=settings.interval, ctx=ctx)
 
     emit(asyncio.run(go()), as_json, len(targets) > 1 or file is not None, table)
-
-
-def table(results: Sequence[ProbeResult]) -> Table:
-    return owd_table([r for r in results if isinstance(r, OwdResult)])
 
 
 CLI = ProbeCli(command=command, epilog=round_defaults(OwdSettings, "requests"), table=table)

@@ -74,17 +74,7 @@ class OwdResult(ProbeResult):
         return problems
 
     def to_dict(self) -> dict[str, Any]:
-        d = ProbeResult.to_dict(self)
-        d.update(port=self.port, sent=self.sent, received=self.received, loss_pct=self.loss_pct,
-                 fwd_loss_pct=self.fwd_loss_pct, ret_loss_pct=self.ret_loss_pct,
-                 rtt_ms=self.rtt_ms.to_dict() if self.rtt_ms else None, jitter_ms=self.jitter_ms,
-                 fwd_delay_var_ms=self.fwd_delay_var_ms.to_dict() if self.fwd_delay_var_ms else None,
-                 ret_delay_var_ms=self.ret_delay_var_ms.to_dict() if self.ret_delay_var_ms else None,
-                 fwd_ms=self.fwd_ms, ret_ms=self.ret_ms, clock_sync=self.clock_sync,
-                 fwd_reordered=self.fwd_reordered, ret_reordered=self.ret_reordered,
-                 fwd_duplicates=self.fwd_duplicates, ret_duplicates=self.ret_duplicates,
-                 bad_packets=self.bad_packets, samples_ms=list(self.samples_ms))
-        return d
+        return self.fields_dict()
 
 
 def destination(target: ProbeTarget, settings: OwdSettings) -> tuple[str, int]:

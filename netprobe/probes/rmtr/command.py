@@ -17,15 +17,20 @@ from netprobe.errors import UsageError
 from netprobe.net.resolve import Resolver
 from netprobe.probes import reflector
 from netprobe.probes.base import ProbeCli, ProbeContext, ProbeTarget, ReflectorAuth
-from netprobe.probes.cli_common import IntervalOpt, JsonOpt, V4Opt, V6Opt, address_family, build_settings
+from netprobe.probes.cli_common import (
+    IntervalOpt,
+    JsonOpt,
+    TokenFileOpt,
+    V4Opt,
+    V6Opt,
+    address_family,
+    build_settings,
+)
 from netprobe.probes.mtr.hop_table import AsnDbOpt, CityDbOpt, mtr_table, open_geoip
 from netprobe.probes.render import console
 from netprobe.probes.rmtr.runtime import RmtrResult, RmtrSettings, run
 
 _FLAGS = {"cycles": "--cycles", "interval": "--interval", "timeout": "--timeout", "mode": "--mode"}
-TokenFileOpt = Annotated[str, typer.Option(
-    "--token-file", metavar="FILE", help="This agent's reflector token (`netprobe target add-agent` printed "
-    f"it); default: ${reflector.TOKEN_ENV}.")]
 
 
 def rmtr_table(r: RmtrResult) -> Table:

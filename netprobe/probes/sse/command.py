@@ -29,10 +29,10 @@ from netprobe.probes.sse.runtime import (
 )
 
 
-def sse_table(results: Sequence[SseResult]) -> Table:
+def table(results: Sequence[ProbeResult]) -> Table:
     t = new_table("sse (ms)", ["url", "mode", "ttfb", "first event", "events", "gap p50", "gap p95",
                                "gap max", "stalls", "delay var p95", "tpot", "status"])
-    for r in results:
+    for r in [r for r in results if isinstance(r, SseResult)]:
         g = r.gaps_ms or {}
         t.add_row(escape(r.url), r.mode, ms(r.ttfb_ms), ms(r.first_event_ms), str(r.events), ms(g.get("p50")),
                   ms(g.get("p95")), ms(g.get("max")), f"{r.stalls} ({ms(r.stall_ms_total)})",
@@ -88,10 +88,6 @@ def command(
     target = ProbeTarget(id=url, host=urlsplit(url).hostname or url, url=url)
     results = asyncio.run(run_targets(run, [target], settings))
     emit(results, as_json, False, table)
-
-
-def table(results: Sequence[ProbeResult]) -> Table:
-    return sse_table([r for r in results if isinstance(r, SseResult)])
 
 
 CLI = ProbeCli(command=command, table=table)

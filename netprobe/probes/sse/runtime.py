@@ -124,16 +124,7 @@ class SseResult(ProbeResult):
         return count_problems(result, answers_are_received=False)
 
     def to_dict(self) -> dict[str, Any]:
-        d = ProbeResult.to_dict(self)
-        for name in ("mode", "url", "http_status", "dns_ms", "connect_ms", "tls_ms", "ttfb_ms",
-                     "first_event_ms", "first_reasoning_ms", "first_content_ms", "events", "comments",
-                     "gaps_ms", "stalls", "stall_ms_total", "delay_var_ms", "tpot_ms", "tokens", "duration_s",
-                     "bytes", "reused_connection", "content_encoding", "content_type", "completed", "sent",
-                     "received", "loss_pct", "jitter_ms", "samples_ms"):
-            value = getattr(self, name)
-            d[name] = (dict(value) if isinstance(value, dict) else list(value) if isinstance(value, list)
-                       else value)
-        return d
+        return self.fields_dict()
 
 
 def check_url(url: str) -> str:

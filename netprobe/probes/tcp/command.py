@@ -40,10 +40,10 @@ from netprobe.probes.tcp.runtime import TcpResult, TcpSettings, run
 _FD_RESERVE = 128
 
 
-def tcp_table(results: Sequence[TcpResult]) -> Table:
+def table(results: Sequence[ProbeResult]) -> Table:
     t = new_table("tcp connect (ms)", ["host", "address", "port", "dns", "sent", "ok", "fail%",
                                     *STAT_COLUMNS, "jitter", "failures", "status"])
-    for r in results:
+    for r in [r for r in results if isinstance(r, TcpResult)]:
         failures = ", ".join(f"{kind} {n}" for kind, n in sorted(r.failures.items())) or "—"
         t.add_row(escape(r.host), r.address or "—", str(r.port), ms(r.dns_ms), str(r.sent), str(r.received),
                   pct(r.loss_pct), *stat_cells(r.connect_ms), ms(r.jitter_ms), failures, status_cell(r))
@@ -88,12 +88,7 @@ def command(
         return await run_targets(run, targets, settings, spread=settings.interval, ctx=ctx)
 
     results = asyncio.run(go())
-    emit(results, as_json, len(targets) > 1 or file is not None,
-         table)
-
-
-def table(results: Sequence[ProbeResult]) -> Table:
-    return tcp_table([r for r in results if isinstance(r, TcpResult)])
+    emit(results, as_json, len(targets) > 1 or file is not None, table)
 
 
 CLI = ProbeCli(command=command, epilog=round_defaults(TcpSettings, "connects"), table=table)

@@ -61,11 +61,7 @@ class TcpResult(ProbeResult):
     failures: dict[str, int] = field(default_factory=dict)   # TcpFailure -> count
 
     def to_dict(self) -> dict[str, Any]:
-        d = ProbeResult.to_dict(self)
-        d.update(port=self.port, sent=self.sent, received=self.received, loss_pct=self.loss_pct,
-                 dns_ms=self.dns_ms, connect_ms=self.connect_ms.to_dict() if self.connect_ms else None,
-                 jitter_ms=self.jitter_ms, samples_ms=list(self.samples_ms), failures=dict(self.failures))
-        return d
+        return self.fields_dict()
 
 
 # How a failed connect's errno reads as one of docs/numbers.md classes. ICMP errors arrive as errnos

@@ -58,10 +58,10 @@ class ProbeResult:
         """to_dict() for a subclass that writes each of its fields in their order: a record as its
         to_dict(), a list or dict copied."""
         d = ProbeResult.to_dict(self)
-        for f in dataclasses.fields(self)[_COMMON:]:
-            value = getattr(self, f.name)
-            d[f.name] = (dict(value) if isinstance(value, dict) else list(value) if isinstance(value, list)
-                         else value.to_dict() if hasattr(value, "to_dict") else value)
+        for name in _own_fields(type(self)):     # once per class: every round of the agent passes here
+            value = getattr(self, name)
+            d[name] = (dict(value) if isinstance(value, dict) else list(value) if isinstance(value, list)
+                       else value.to_dict() if hasattr(value, "to_dict") else value)
         return d
 
     # -- the JSON the envelope validator expects (netprobe.store.wire derives it from the fields) ----
@@ -94,6 +94,16 @@ class ProbeResult:
 
 
 _COMMON = len(dataclasses.fields(ProbeResult))
+
+
+_OWN_FIELDS: dict[type[ProbeResult], tuple[str, ...]] = {}
+
+
+def _own_fields(cls: type[ProbeResult]) -> tuple[str, ...]:
+    names = _OWN_FIELDS.get(cls)
+    if names is None:
+        names = _OWN_FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls)[_COMMON:])
+    return names
 
 
 def count_problems(result: Mapping[str, Any], *, answers_are_received: bool = True) -> list[str]:

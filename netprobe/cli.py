@@ -5,17 +5,15 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+
+import click
 
 from netprobe.errors import ConfigError, NetprobeError
 
-if TYPE_CHECKING:
-    import typer
-
 HELP = "Route-quality monitor for LLM inference served across borders."
 
-# name → (module, attribute, help; None for a single command rather than a group)
-_COMMANDS: dict[str, tuple[str, str, str | None]] = {
+# word → (module, attribute: a click group or command named by the word, help in the command list)
+_COMMANDS: dict[str, tuple[str, str, str]] = {
     "probe": ("netprobe.probes.cli", "app", "Run one probe now and print what it measured."),
     "agent": ("netprobe.agent.cli", "app", "Run the scheduled agent."),
     "collector": ("netprobe.collector.cli", "app", "Run the central collector; manage agent tokens."),
@@ -25,80 +23,40 @@ _COMMANDS: dict[str, tuple[str, str, str | None]] = {
     "alerts": ("netprobe.alerts.cli", "app", "Alert notifiers: send a test message through each."),
     "report": ("netprobe.report.cli", "app", "Reports from the hourly rollups (evening peak)."),
     "budget": ("netprobe.budget.cli", "app", "What a TTFT target leaves the GPU; GPU memory sizing."),
-    "demo": ("netprobe.demo.cli", "demo", None),
-    "diagnose": ("netprobe.diagnose.cli", "diagnose", None),
-    "compare": ("netprobe.compare.cli", "compare", None),
+    "demo": ("netprobe.demo.cli", "demo", "The whole system on an emulated lab, in one command (root)."),
+    "diagnose": ("netprobe.diagnose.cli", "diagnose", "Which segment of a route a problem is on."),
+    "compare": ("netprobe.compare.cli", "compare", "Load-test SSE endpoints side by side."),
     "target": ("netprobe.farend.cli", "app", "The datacenter end: SSE emitter and owd reflector."),
 }
 
 
-def _root() -> None:
-    pass
+class _Root(click.Group):
+    """Imports a word's module only when the word is used: `netprobe agent run` does not load (and
+    keep for the daemon's lifetime) the lab, the reports, the collector, …"""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(_COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in _COMMANDS:
+            return None
+        module, attr, _ = _COMMANDS[cmd_name]
+        command: click.Command = getattr(importlib.import_module(module), attr)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, entry[2]) for name, entry in _COMMANDS.items()])
 
 
-def build_app(only: str | None = None) -> typer.Typer:
-    """The whole command tree, or just the group `only` names: `netprobe agent run` then does not
-    import (and keep in memory for the daemon's lifetime) the lab, reports, collector, …"""
-    import typer
-
-    app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, help=HELP)
-    app.callback()(_root)  # a group even with one command in it: `netprobe target …` keeps its word
-    for name, (module, attr, help_text) in _COMMANDS.items():
-        if only is not None and name != only:
-            continue
-        obj = getattr(importlib.import_module(module), attr)
-        if help_text is None:
-            app.command(name)(obj)
-        else:
-            app.add_typer(obj, name=name, help=help_text)
-    return app
+app = _Root("netprobe", help=HELP)
 
 
-def __getattr__(name: str) -> Any:
-    if name == "app":  # `from netprobe.cli import app`: the whole tree, built once
-        globals()["app"] = full = build_app()
-        return full
-    raise AttributeError(f"module 'netprobe.cli' has no attribute {name!r}")
-
-
-def _error(text: str, markup: bool = True) -> None:
-    from rich.console import Console  # only on the way out with an error
-
-    Console(emoji=False, stderr=True, soft_wrap=True).print(text, highlight=False, markup=markup)
-
-
-def _agent_run(args: list[str]) -> None:
-    """`netprobe agent run --config FILE [--duration S] [--summary]` without typer and click, which the
-    daemon would keep in memory for its lifetime (~3 MB); returns (to the typer tree) for anything else."""
-    from netprobe.agent.run import plain_args, run_agent
-
-    parsed = plain_args(args)
-    if parsed is not None:
-        sys.exit(run_agent(*parsed))
-
-
-def _plain(word: str, args: list[str]) -> None:
-    """A plain `report peak …` or `budget …` (netprobe.plain_args) without typer and click: their
-    import and command tree were a tenth of a fleet report's < 1 s; returns (to the typer tree) for
-    anything else."""
-    if word == "report" and args[:1] == ["peak"]:
-        from netprobe.report import run as report
-
-        got = report.plain_peak(args[1:])
-        if got is not None:
-            report.peak(**got)
-            sys.exit(0)
-    if word == "budget":
-        from netprobe.budget import run as budget
-
-        got = budget.plain_budget(args)
-        if got is not None:
-            budget.budget(**got)
-            sys.exit(0)
+def _error(text: str) -> None:
+    click.echo(click.style("error:", fg="red", bold=True) + " " + text, err=True)
 
 
 def main() -> None:
-    # The first word names the group; help, an unknown word or nothing at all get the whole tree.
     word = sys.argv[1] if len(sys.argv) > 1 else ""
     # NumPy's OpenBLAS starts a thread per core at import: 70 ms of CPU per command, for arrays too
     # small to share (a report's products are matrix × vector). One thread, unless the user says.
@@ -106,20 +64,21 @@ def main() -> None:
     try:
         if "--help" not in sys.argv[2:]:
             _check_extra(word)
-        if word == "agent" and sys.argv[2:3] == ["run"]:
-            _agent_run(sys.argv[3:])
-        if word in ("report", "budget"):
-            _plain(word, sys.argv[2:])
-        build_app(word if word in _COMMANDS else None)()
+        code = app.main(sys.argv[1:], prog_name="netprobe", standalone_mode=False)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.Abort:  # click's word for KeyboardInterrupt
+        sys.exit(130)
     except ConfigError as exc:
         where = f"{exc.source}: " if exc.source else ""
         n = len(exc.problems)
-        _error(f"[bold red]error:[/] {where}{n} configuration problem{'s' * (n != 1)}")
+        _error(f"{where}{n} configuration problem{'s' * (n != 1)}")
         for problem in exc.problems:
-            _error(f"  {problem}", markup=False)
+            click.echo(f"  {problem}", err=True)
         sys.exit(exc.exit_code)
     except NetprobeError as exc:
-        _error(f"[bold red]error:[/] {exc}")
+        _error(str(exc))
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
@@ -130,6 +89,7 @@ def main() -> None:
         if extra is None:
             raise
         _needs(extra)
+    sys.exit(code if isinstance(code, int) else 0)  # click.exceptions.Exit(n) comes back as n
 
 
 def _check_extra(word: str) -> None:
@@ -144,7 +104,7 @@ def _needs(extra: str) -> None:
     from netprobe.extras import install_hint
 
     command = " ".join(a for a in sys.argv[1:3] if not a.startswith("-"))
-    _error(f"error: netprobe {command} needs the '{extra}' extra: {install_hint(extra)}", markup=False)
+    click.echo(f"error: netprobe {command} needs the '{extra}' extra: {install_hint(extra)}", err=True)
     sys.exit(2)
 
 

@@ -1,0 +1,202 @@
+"""What netprobe prints for people: tables laid out as rich's Table lays out the ones netprobe prints
+(tests/unit/test_textout.py compares them with rich itself), and styled text, without rich and its
+Pygments and markdown-it at run time (11 MB of a small agent's install).
+
+A cell is one line of plain text, never markup. A table wider than the console is not shrunk, wrapped
+or cropped: its lines keep their full width and only the title and caption wrap, at the console's width.
+Styles become ANSI codes; click.echo drops them when the output is not a terminal (a pipe, --out).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import textwrap
+import unicodedata
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import IO, Any, Literal
+
+import click
+
+# rich's box drawings, row by row: top, head, head rule, mid, row rule, foot rule, foot, bottom; each
+# row is (left, horizontal or space, divider, right).
+Box = tuple[str, str, str, str, str, str, str, str]
+HEAVY_HEAD: Box = ("┏━┳┓", "┃ ┃┃", "┡━╇┩", "│ ││", "├─┼┤", "├─┼┤", "│ ││", "└─┴┘")
+SIMPLE_HEAD: Box = ("    ", "    ", " ── ", "    ", "    ", "    ", "    ", "    ")
+COLORS = ("black", "red", "green", "yellow", "blue", "magenta", "cyan", "white")
+
+
+def style(text: str, spec: str | None) -> str:
+    """`text` in a style written as rich writes one: words among bold, dim, italic and colour names."""
+    if not spec:
+        return text
+    kw: dict[str, Any] = {}
+    for word in spec.split():
+        if word in COLORS:
+            kw["fg"] = word
+        elif word in ("bold", "dim", "italic", "underline"):
+            kw[word] = True
+        else:
+            raise ValueError(f"unknown style word {word!r}")
+    return click.style(text, **kw)
+
+
+def width_of(text: str) -> int:
+    """Terminal cells of `text`: wide East Asian characters take two, combining marks none."""
+    if text.isascii() and text.isprintable():
+        return len(text)
+    return sum(0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1
+               for ch in text)
+
+
+def console_width() -> int:
+    return shutil.get_terminal_size((80, 24)).columns
+
+
+@dataclass
+class Out:
+    """Where text goes: a stream (stdout unless told), its width (the terminal's unless told), and
+    whether to colour (on a terminal unless told)."""
+
+    file: IO[str] | None = None
+    width: int | None = None
+    color: bool | None = None
+    err: bool = False
+
+    def print(self, text: str = "", spec: str | None = None) -> None:
+        click.echo(style(text, spec), file=self.file, color=self.color, err=self.err)
+
+    def table(self, table: TextTable) -> None:
+        click.echo("\n".join(table.lines(self.width or console_width())), file=self.file, color=self.color,
+                   err=self.err)
+
+    @property
+    def terminal(self) -> bool:
+        stream = self.file or (sys.stderr if self.err else sys.stdout)
+        return self.color if self.color is not None else stream.isatty()
+
+
+class TextTable:
+    """Columns, rows of plain-text cells, sections, a title and a caption. `box=None`: no edges or
+    rules, columns two spaces apart (rich's box=None, pad_edge=False)."""
+
+    def __init__(self, *, title: str | None = None, caption: str | None = None,
+                 box: Box | None = HEAVY_HEAD, collapse_padding: bool = False) -> None:
+        self.title, self.caption, self.box = title, caption, box
+        self.collapse_padding = collapse_padding
+        self._heads: list[str] = []
+        self._right: list[bool] = []
+        self._rows: list[Sequence[str]] = []
+        self._styles: dict[int, str] = {}                        # row index -> style of the whole row
+        self._cell_styles: dict[int, Sequence[str | None]] = {}  # row index -> style per cell (the text)
+        self._sections: set[int] = set()                         # rows followed by a rule
+
+    def add_column(self, head: str, justify: Literal["left", "right"] = "left") -> None:
+        self._heads.append(head)
+        self._right.append(justify == "right")
+
+    def add_row(self, *cells: str, style: str | None = None,
+                cell_styles: Sequence[str | None] | None = None) -> None:
+        if len(cells) != len(self._heads):
+            raise ValueError(f"{len(cells)} cells for {len(self._heads)} columns")
+        if style:
+            self._styles[len(self._rows)] = style
+        if cell_styles is not None and any(cell_styles):
+            self._cell_styles[len(self._rows)] = cell_styles
+        self._rows.append(cells)
+
+    def add_section(self) -> None:
+        """A rule under the last row added (none when no row follows), as rich's add_section."""
+        if self._rows:
+            self._sections.add(len(self._rows) - 1)
+
+    def lines(self, console: int) -> Iterator[str]:
+        """The table's lines, styled, for a console `console` cells wide."""
+        if self.box is None:
+            yield from self._bare_lines()
+            return
+        lens = [[width_of(c) for c in row] for row in self._rows]
+        layout = _Layout(self._heads, lens, self._right, self.collapse_padding)
+        box, widths = self.box, layout.widths
+        annotation = min(sum(widths) + len(widths) + 1, console)
+        if self.title:
+            yield from _annotation(self.title, "italic", annotation)
+        yield _rule(box[0], widths)
+        cells = layout.cells(self._heads, [width_of(h) for h in self._heads])
+        yield box[1][0] + box[1][2].join(style(c, "bold") for c in cells) + box[1][3]
+        yield _rule(box[2], widths)
+        last = len(self._rows) - 1
+        for index, (row, row_lens) in enumerate(zip(self._rows, lens, strict=True)):
+            edge = box[6] if index == last else box[3]
+            left, divider, right = edge[0], edge[2], edge[3]
+            texts = layout.cells(row, row_lens)
+            row_style = self._styles.get(index)
+            cell_styles = self._cell_styles.get(index)
+            if cell_styles is not None:
+                texts = [t if not s else _restyle(t, layout.text_start(i, row_lens[i]), len(row[i]), s, row_style)
+                         for i, (t, s) in enumerate(zip(texts, cell_styles, strict=True))]
+            yield left + style(divider.join(texts), row_style) + right
+            if index in self._sections and index != last:
+                yield _rule(box[4], widths)
+        yield _rule(box[7], widths)
+        if self.caption:
+            yield from _annotation(self.caption, "dim italic", annotation)
+
+    def _bare_lines(self) -> Iterator[str]:
+        widths = [max([width_of(h), *(width_of(r[i]) for r in self._rows)]) for i, h in enumerate(self._heads)]
+        for n, row in enumerate([self._heads, *self._rows]):
+            cells = [_pad(c, w, right) for c, w, right in zip(row, widths, self._right, strict=True)]
+            yield style("  ".join(cells), "bold" if n == 0 else self._styles.get(n - 1))
+
+
+def _pad(text: str, width: int, right: bool) -> str:
+    fill = " " * (width - width_of(text))
+    return fill + text if right else text + fill
+
+
+def _rule(edge: str, widths: list[int]) -> str:
+    return edge[0] + edge[2].join(edge[1] * w for w in widths) + edge[3]
+
+
+def _restyle(text: str, start: int, length: int, spec: str, base: str | None) -> str:
+    """A padded cell whose text (not its padding) has its own style over the row's."""
+    inner = style(text[start:start + length], f"{base} {spec}" if base else spec)
+    if base is None:
+        return text[:start] + inner + text[start + length:]
+    # the row's style resumes after the cell's own: click.style ends each run with a reset
+    return text[:start] + inner + click.style("", reset=False, **_kw(base)) + text[start + length:]
+
+
+def _kw(spec: str) -> dict[str, Any]:
+    return {("fg" if w in COLORS else w): (w if w in COLORS else True) for w in spec.split()}
+
+
+class _Layout:
+    """Column widths and cell padding as rich's Table with padding (0, 1) and no width limit."""
+
+    def __init__(self, heads: Sequence[str], lens: list[list[int]], right: list[bool],
+                 collapse_padding: bool) -> None:
+        n = len(heads)
+        # collapsed, a cell after the first has no left padding (its neighbour's right one is enough)
+        self.pad_left = [1 if i == 0 or not collapse_padding else 0 for i in range(n)]
+        self.text_widths = [max([width_of(heads[i]), *(row[i] for row in lens)]) for i in range(n)]
+        self.widths = [w + left + 1 for w, left in zip(self.text_widths, self.pad_left, strict=True)]
+        self.right = right
+
+    def cells(self, row: Sequence[str], row_lens: list[int]) -> list[str]:
+        """Each cell padded and justified to its column's width."""
+        return [" " * left + (" " * (w - n) + c if right else c + " " * (w - n)) + " "
+                for c, n, w, left, right in zip(row, row_lens, self.text_widths, self.pad_left, self.right,
+                                                strict=True)]
+
+    def text_start(self, column: int, text_len: int) -> int:
+        """Where a cell's text starts in its padded cell (characters; padding is spaces)."""
+        pad = self.text_widths[column] - text_len if self.right[column] else 0
+        return self.pad_left[column] + pad
+
+
+def _annotation(text: str, spec: str, width: int) -> Iterator[str]:
+    """Title or caption: wrapped at the table's width and padded to it, as rich renders them."""
+    for line in textwrap.wrap(text, width, break_on_hyphens=False) or [""]:
+        yield style(line + " " * (width - width_of(line)), spec)

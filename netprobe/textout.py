@@ -134,8 +134,8 @@ class TextTable:
             row_style = self._styles.get(index)
             cell_styles = self._cell_styles.get(index)
             if cell_styles is not None:
-                texts = [t if not s else _restyle(t, layout.text_start(i, row_lens[i]), len(row[i]), s, row_style)
-                         for i, (t, s) in enumerate(zip(texts, cell_styles, strict=True))]
+                texts = [t if not s else _restyle(t, layout.text_start(i, n), len(row[i]), s, row_style)
+                         for i, (t, s, n) in enumerate(zip(texts, cell_styles, row_lens, strict=True))]
             yield left + style(divider.join(texts), row_style) + right
             if index in self._sections and index != last:
                 yield _rule(box[4], widths)
@@ -144,7 +144,8 @@ class TextTable:
             yield from _annotation(self.caption, "dim italic", annotation)
 
     def _bare_lines(self) -> Iterator[str]:
-        widths = [max([width_of(h), *(width_of(r[i]) for r in self._rows)]) for i, h in enumerate(self._heads)]
+        widths = [max([width_of(h), *(width_of(r[i]) for r in self._rows)])
+                  for i, h in enumerate(self._heads)]
         for n, row in enumerate([self._heads, *self._rows]):
             cells = [_pad(c, w, right) for c, w, right in zip(row, widths, self._right, strict=True)]
             yield style("  ".join(cells), "bold" if n == 0 else self._styles.get(n - 1))

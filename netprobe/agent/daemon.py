@@ -260,7 +260,7 @@ class Agent:
             ctx.geoip.close()
         ctx.geoip = None
         if geo.asn_path or geo.city_path:
-            from netprobe.net.geoip import GeoIP  # geoip2 and maxminddb only when a database is configured
+            from netprobe.net.geoip import GeoIP  # maxminddb only when a database is configured
 
             ctx.geoip = GeoIP(geo.asn_path, geo.city_path)
 

@@ -1,7 +1,10 @@
 """GeoIP enrichment of hop addresses: ASN and organisation, country, city, from MaxMind-format files.
 
 A missing or unreadable database never stops a probe: that part of the enrichment is switched off and
-one warning says which file and why. geoip2 / maxminddb errors end at this module's boundary.
+one warning says which file and why. maxminddb's errors end at this module's boundary.
+
+Read with maxminddb, MaxMind's own reader: geoip2 is only a model layer over it plus a web-service
+client, and would pull requests, urllib3, charset-normalizer and certifi into the agent install.
 """
 
 from __future__ import annotations
@@ -11,10 +14,8 @@ import ipaddress
 import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
-import geoip2.database
-import geoip2.errors
 import maxminddb
 
 from netprobe.logs import log_event
@@ -23,15 +24,14 @@ log = logging.getLogger("netprobe.net.geoip")
 
 CACHE_SIZE = 4096
 Role = Literal["asn", "city"]
-# Database type (metadata) → reader method; geoip2 itself matches these as substrings of the type.
-_METHODS: dict[Role, tuple[tuple[str, str], ...]] = {
-    "asn": (("ASN", "asn"), ("ISP", "isp")),
-    "city": (("City", "city"), ("Country", "country")),
-}
+# Substrings of the database type (metadata) that fit each role, as geoip2 matched them: an ISP
+# database has the ASN keys too, a Country one the country keys.
+_TYPES: dict[Role, tuple[str, ...]] = {"asn": ("ASN", "ISP"), "city": ("City", "Country")}
 _WANTED = {"asn": "an ASN database (GeoLite2-ASN)", "city": "a City or Country database (GeoLite2-City)"}
 _WITHOUT = {"asn": "hop ASNs come from the [classification] prefixes only",
             "city": "hops get no country or city"}
-_LOOKUP_ERRORS = (geoip2.errors.GeoIP2Error, maxminddb.InvalidDatabaseError, ValueError, TypeError, OSError)
+_LOOKUP_ERRORS = (maxminddb.InvalidDatabaseError, ValueError, TypeError, OSError)
+_T = TypeVar("_T", int, str)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +53,7 @@ UNKNOWN = GeoInfo()
 def mmdb_problem(path: Path, role: Role | None = None) -> str | None:
     """Why `path` cannot serve as a MaxMind database (for `role`, when given), or None when it can."""
     try:
-        reader, _ = _open(Path(path), role)
+        reader = _open(Path(path), role)
     except _Unusable as exc:
         return str(exc)
     reader.close()
@@ -80,7 +80,7 @@ class GeoIP:
     def close(self) -> None:
         for part in (self._asn, self._city):
             if part is not None:
-                part[0].close()
+                part.close()
         self._asn = self._city = None
         self._cached.cache_clear()
 
@@ -90,7 +90,7 @@ class GeoIP:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _load(self, path: Path | None, role: Role) -> tuple[geoip2.database.Reader, str] | None:
+    def _load(self, path: Path | None, role: Role) -> maxminddb.Reader | None:
         if path is None:
             return None
         try:
@@ -112,12 +112,12 @@ class GeoIP:
         asn = org = country = city = None
         if self._asn is not None:
             record = _query(self._asn, key)
-            asn = getattr(record, "autonomous_system_number", None)
-            org = getattr(record, "autonomous_system_organization", None)
+            asn = _field(record, int, "autonomous_system_number")
+            org = _field(record, str, "autonomous_system_organization")
         if self._city is not None:
             record = _query(self._city, key)
-            country = getattr(getattr(record, "country", None), "iso_code", None)
-            city = getattr(getattr(record, "city", None), "name", None)
+            country = _field(record, str, "country", "iso_code")
+            city = _field(record, str, "city", "names", "en")
         return GeoInfo(asn=asn, org=org, country=country, city=city)
 
 
@@ -125,12 +125,12 @@ class _Unusable(Exception):
     """The reason a database file cannot be used, worded for a person."""
 
 
-def _open(path: Path, role: Role | None) -> tuple[geoip2.database.Reader, str]:
-    """(reader, method name for `role`) or _Unusable."""
+def _open(path: Path, role: Role | None) -> maxminddb.Reader:
+    """A reader of `path` whose database type fits `role`, or _Unusable."""
     if path.is_dir():
         raise _Unusable("is a directory, not a .mmdb file")
     try:
-        reader = geoip2.database.Reader(str(path))
+        reader = maxminddb.open_database(str(path))  # MODE_AUTO: the C extension when it is built
     except FileNotFoundError:
         raise _Unusable("file not found") from None
     except PermissionError:
@@ -140,18 +140,28 @@ def _open(path: Path, role: Role | None) -> tuple[geoip2.database.Reader, str]:
     except (maxminddb.InvalidDatabaseError, ValueError):
         raise _Unusable("not a MaxMind DB (.mmdb) file") from None
     db_type = reader.metadata().database_type
-    if role is None:
-        return reader, ""
-    for needle, method in _METHODS[role]:
-        if needle in db_type:
-            return reader, method
+    if role is None or any(needle in db_type for needle in _TYPES[role]):
+        return reader
     reader.close()
     raise _Unusable(f"is a {db_type} database, not {_WANTED[role]}")
 
 
-def _query(part: tuple[geoip2.database.Reader, str], address: str) -> object | None:
-    reader, method = part
+def _query(reader: maxminddb.Reader, address: str) -> object:
     try:
-        return getattr(reader, method)(address)  # type: ignore[no-any-return]
+        return reader.get(address)  # None when the address is not in the database
     except _LOOKUP_ERRORS:
-        return None  # not in the database (AddressNotFoundError) or a damaged record
+        return None  # a damaged database, or an IPv6 address asked of an IPv4-only one
+
+
+def _field(record: object, kind: type[_T], *keys: str) -> _T | None:
+    """record[keys[0]][keys[1]]... when each step is a dict and the value exactly a `kind`, else None.
+
+    A record is whatever the file holds: a site's own database may have a string ASN or a list
+    where a map belongs, and that must cost the field, not the probe. `type() is`, not isinstance:
+    an mmdb boolean is a Python bool, which isinstance would take for an int.
+    """
+    for key in keys:
+        if not isinstance(record, dict):
+            return None
+        record = record.get(key)
+    return record if type(record) is kind else None

@@ -1,4 +1,4 @@
-"""Small MaxMind-format databases for tests, written with mmdb_writer in the layout geoip2 reads."""
+"""Small MaxMind-format databases for tests, written with mmdb_writer in the layout MaxMind ships them."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def write_asn_db(path: Path, networks: Mapping[str, tuple[int, str]] = ASN_NETWO
                  database_type: str = "GeoLite2-ASN") -> Path:
     writer = _writer(database_type)
     for cidr, (asn, org) in networks.items():
-        # geoip2's ASN model reads exactly these two keys; the number is a uint32 in MaxMind's files.
+        # netprobe.net.geoip reads exactly these two keys; the number is a uint32 in MaxMind's files.
         writer.insert_network(IPSet([cidr]), {"autonomous_system_number": MmdbU32(asn),
                                               "autonomous_system_organization": org})
     writer.to_db_file(str(path))
@@ -46,6 +46,15 @@ def write_city_db(path: Path, networks: Mapping[str, tuple[str, str | None]] = C
         record: dict[str, object] = {"country": {"iso_code": country, "names": {"en": country}}}
         if city is not None and "City" in database_type:
             record["city"] = {"names": {"en": city}}
+        writer.insert_network(IPSet([cidr]), record)
+    writer.to_db_file(str(path))
+    return path
+
+
+def write_records(path: Path, records: Mapping[str, object], database_type: str) -> Path:
+    """A database holding `records` as given, of whatever types: the reader's checks, not the layout."""
+    writer = _writer(database_type)
+    for cidr, record in records.items():
         writer.insert_network(IPSet([cidr]), record)
     writer.to_db_file(str(path))
     return path

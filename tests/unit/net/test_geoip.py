@@ -1,4 +1,4 @@
-"""GeoIP enrichment through the real geoip2 reader, on small databases written in tmp_path."""
+"""GeoIP enrichment through the real maxminddb reader, on small databases written in tmp_path."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from netprobe.config.cli import app
 from netprobe.net.geoip import CACHE_SIZE, GeoInfo, GeoIP, mmdb_problem
-from tests.support.mmdb import write_asn_db, write_city_db
+from tests.support.mmdb import write_asn_db, write_city_db, write_records
 
 ROOT = Path(__file__).resolve().parents[3]
 NONE = GeoInfo(asn=None, org=None, country=None, city=None)
@@ -96,6 +96,27 @@ def test_wrong_kind_of_database_is_refused_with_a_warning(dbs: tuple[Path, Path]
     assert "is a GeoLite2-City database, not an ASN database" in geo.warnings[0]
     assert "is a GeoLite2-ASN database, not a City or Country database" in geo.warnings[1]
     assert geo.lookup("59.43.1.2") == NONE
+
+
+@pytest.mark.parametrize(("asn_record", "city_record", "expected"), [
+    ({"autonomous_system_number": "4809", "autonomous_system_organization": 4809},
+     {"country": "CN", "city": ["Shanghai"]}, NONE),
+    ({"autonomous_system_number": True, "autonomous_system_organization": ["CN2"]},
+     {"country": {"iso_code": 156}, "city": {"names": "Shanghai"}}, NONE),
+    ({"autonomous_system_number": 4809.0, "autonomous_system_organization": {"en": "CN2"}},
+     {"country": {"iso_code": {"en": "CN"}}, "city": {"names": {"en": 1}}}, NONE),
+    ("AS4809", ["CN", "Shanghai"], NONE),  # a record need not be a map at all
+    # Only the field of the wrong type is lost.
+    ({"autonomous_system_number": 4809, "autonomous_system_organization": b"CN2"},
+     {"country": {"iso_code": "CN"}, "city": {"names": {"en": False}}}, GeoInfo(4809, None, "CN", None)),
+], ids=["strings-for-numbers", "bool-list-number", "float-maps", "not-maps", "one-field-wrong"])
+def test_fields_of_the_wrong_type_are_none_and_never_raise(tmp_path: Path, asn_record: object,
+                                                            city_record: object, expected: GeoInfo) -> None:
+    asn = write_records(tmp_path / "asn.mmdb", {"59.43.0.0/16": asn_record}, "GeoLite2-ASN")
+    city = write_records(tmp_path / "city.mmdb", {"59.43.0.0/16": city_record}, "GeoLite2-City")
+    with GeoIP(asn, city) as geo:
+        assert geo.warnings == []
+        assert geo.lookup("59.43.1.2") == expected
 
 
 def test_no_databases_no_warnings() -> None:

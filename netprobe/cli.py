@@ -65,6 +65,9 @@ def main() -> None:
         if "--help" not in sys.argv[2:]:
             _check_extra(word)
         code = app.main(sys.argv[1:], prog_name="netprobe", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:  # a bare group: its help, as a usage error
+        click.echo(exc.ctx.get_help() if exc.ctx else exc.message)
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)

@@ -50,8 +50,10 @@ def width_of(text: str) -> int:
                for ch in text)
 
 
-def console_width() -> int:
-    return shutil.get_terminal_size((80, 24)).columns
+def console_width(stream: IO[str] | None = None) -> int:
+    """A terminal's own width; 240 for a pipe or a file, where only titles and captions wrap."""
+    stream = stream or sys.stdout
+    return shutil.get_terminal_size().columns if stream.isatty() else 240
 
 
 @dataclass
@@ -68,8 +70,9 @@ class Out:
         click.echo(style(text, spec), file=self.file, color=self.color, err=self.err)
 
     def table(self, table: TextTable) -> None:
-        click.echo("\n".join(table.lines(self.width or console_width())), file=self.file, color=self.color,
-                   err=self.err)
+        stream = self.file or (sys.stderr if self.err else sys.stdout)
+        click.echo("\n".join(table.lines(self.width or console_width(stream))), file=self.file,
+                   color=self.color, err=self.err)
 
     @property
     def terminal(self) -> bool:
@@ -113,83 +116,78 @@ class TextTable:
 
     def lines(self, console: int) -> Iterator[str]:
         """The table's lines, styled, for a console `console` cells wide."""
-        if self.box is None:
-            yield from self._bare_lines()
-            return
+        box = self.box or _BARE
         lens = [[width_of(c) for c in row] for row in self._rows]
-        layout = _Layout(self._heads, lens, self._right, self.collapse_padding)
-        box, widths = self.box, layout.widths
-        annotation = min(sum(widths) + len(widths) + 1, console)
+        layout = _Layout(self._heads, lens, self._right, self.collapse_padding, edges=self.box is not None)
+        widths = layout.widths
+        annotation = min(sum(widths) + (len(widths) + 1 if self.box else 0), console)
         if self.title:
             yield from _annotation(self.title, "italic", annotation)
-        yield _rule(box[0], widths)
+        if self.box:
+            yield _rule(box[0], widths)
         cells = layout.cells(self._heads, [width_of(h) for h in self._heads])
-        yield box[1][0] + box[1][2].join(style(c, "bold") for c in cells) + box[1][3]
-        yield _rule(box[2], widths)
+        left, divider, right = _edges(box[1])
+        yield left + divider.join(style(c, "bold") for c in cells) + right
+        if self.box:
+            yield _rule(box[2], widths)
         last = len(self._rows) - 1
         for index, (row, row_lens) in enumerate(zip(self._rows, lens, strict=True)):
-            edge = box[6] if index == last else box[3]
-            left, divider, right = edge[0], edge[2], edge[3]
+            left, divider, right = _edges(box[6] if index == last else box[3])
             texts = layout.cells(row, row_lens)
-            row_style = self._styles.get(index)
-            cell_styles = self._cell_styles.get(index)
-            if cell_styles is not None:
-                texts = [t if not s else _restyle(t, layout.text_start(i, n), len(row[i]), s, row_style)
-                         for i, (t, s, n) in enumerate(zip(texts, cell_styles, row_lens, strict=True))]
-            yield left + style(divider.join(texts), row_style) + right
-            if index in self._sections and index != last:
+            row_style, cell_styles = self._styles.get(index), self._cell_styles.get(index)
+            if row_style or cell_styles:    # each cell styled apart: rich leaves the dividers plain
+                texts = [_styled_cell(t, layout.text_start(i, n), len(row[i]), row_style,
+                                      cell_styles[i] if cell_styles else None)
+                         for i, (t, n) in enumerate(zip(texts, row_lens, strict=True))]
+            yield left + divider.join(texts) + right
+            if self.box and index in self._sections and index != last:
                 yield _rule(box[4], widths)
-        yield _rule(box[7], widths)
+        if self.box:
+            yield _rule(box[7], widths)
         if self.caption:
             yield from _annotation(self.caption, "dim italic", annotation)
 
-    def _bare_lines(self) -> Iterator[str]:
-        widths = [max([width_of(h), *(width_of(r[i]) for r in self._rows)])
-                  for i, h in enumerate(self._heads)]
-        for n, row in enumerate([self._heads, *self._rows]):
-            cells = [_pad(c, w, right) for c, w, right in zip(row, widths, self._right, strict=True)]
-            yield style("  ".join(cells), "bold" if n == 0 else self._styles.get(n - 1))
+
+# box=None: no edges, no rules; columns apart by their padding
+_BARE: Box = ("", "", "", "", "", "", "", "")
 
 
-def _pad(text: str, width: int, right: bool) -> str:
-    fill = " " * (width - width_of(text))
-    return fill + text if right else text + fill
+def _edges(row: str) -> tuple[str, str, str]:
+    return (row[0], row[2], row[3]) if row else ("", "", "")
 
 
 def _rule(edge: str, widths: list[int]) -> str:
     return edge[0] + edge[2].join(edge[1] * w for w in widths) + edge[3]
 
 
-def _restyle(text: str, start: int, length: int, spec: str, base: str | None) -> str:
-    """A padded cell whose text (not its padding) has its own style over the row's."""
-    inner = style(text[start:start + length], f"{base} {spec}" if base else spec)
-    if base is None:
-        return text[:start] + inner + text[start + length:]
-    # the row's style resumes after the cell's own: click.style ends each run with a reset
-    return text[:start] + inner + click.style("", reset=False, **_kw(base)) + text[start + length:]
-
-
-def _kw(spec: str) -> dict[str, Any]:
-    return {("fg" if w in COLORS else w): (w if w in COLORS else True) for w in spec.split()}
+def _styled_cell(cell: str, start: int, length: int, row: str | None, own: str | None) -> str:
+    """A padded cell in its row's style, its text (not its padding) in its own style over that."""
+    if own is None:
+        return style(cell, row)
+    text = style(cell[start:start + length], f"{row} {own}" if row else own)
+    return style(cell[:start], row) + text + style(cell[start + length:], row)
 
 
 class _Layout:
     """Column widths and cell padding as rich's Table with padding (0, 1) and no width limit."""
 
     def __init__(self, heads: Sequence[str], lens: list[list[int]], right: list[bool],
-                 collapse_padding: bool) -> None:
+                 collapse_padding: bool, edges: bool) -> None:
         n = len(heads)
-        # collapsed, a cell after the first has no left padding (its neighbour's right one is enough)
-        self.pad_left = [1 if i == 0 or not collapse_padding else 0 for i in range(n)]
+        # collapsed, a cell after the first has no left padding (its neighbour's right one is enough);
+        # without edges (box=None), none at the outer sides either
+        self.pad_left = [int(i > 0 or edges) if i == 0 or not collapse_padding else 0 for i in range(n)]
+        self.pad_right = [int(i < n - 1 or edges) for i in range(n)]
         self.text_widths = [max([width_of(heads[i]), *(row[i] for row in lens)]) for i in range(n)]
-        self.widths = [w + left + 1 for w, left in zip(self.text_widths, self.pad_left, strict=True)]
+        self.widths = [w + left + right for w, left, right
+                       in zip(self.text_widths, self.pad_left, self.pad_right, strict=True)]
         self.right = right
 
     def cells(self, row: Sequence[str], row_lens: list[int]) -> list[str]:
         """Each cell padded and justified to its column's width."""
-        return [" " * left + (" " * (w - n) + c if right else c + " " * (w - n)) + " "
-                for c, n, w, left, right in zip(row, row_lens, self.text_widths, self.pad_left, self.right,
-                                                strict=True)]
+        return [" " * left + (" " * (w - n) + c if right else c + " " * (w - n)) + " " * pad
+                for c, n, w, left, pad, right in zip(row, row_lens, self.text_widths, self.pad_left,
+                                                     self.pad_right, self.right, strict=True)]
 
     def text_start(self, column: int, text_len: int) -> int:
         """Where a cell's text starts in its padded cell (characters; padding is spaces)."""

@@ -9,8 +9,6 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 from netprobe.probes.results import ProbeResult
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from netprobe.net.geoip import GeoIP
     from netprobe.net.lines import LineClassifier
     from netprobe.net.resolve import Resolver
@@ -19,6 +17,7 @@ if TYPE_CHECKING:
     from netprobe.probes.mtr.engine import TraceEngine
     from netprobe.probes.settings import ProbeSettings as ProbeSettings
     from netprobe.probes.settings import RoundSettings as RoundSettings
+    from netprobe.textout import TextTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,12 +114,13 @@ ProbeRun = Callable[[ProbeTarget, S, ProbeContext], Awaitable[R]]
 
 @dataclass(frozen=True, slots=True)
 class ProbeCli:
-    """`netprobe probe <name>`: its typer command and how its results print as a table. Built by the
-    spec's `cli` function, on demand (by `netprobe probe`), so the agent never imports typer or rich."""
+    """`netprobe probe <name>`: its command (a function with click's options; `netprobe probe` makes it
+    the click command named by the probe) and how its results print as a table. Built by the spec's
+    `cli` function, on demand (by `netprobe probe`), so the agent never loads the commands or tables."""
 
     command: Callable[..., None]
     epilog: str | None = None
-    table: Callable[[Sequence[ProbeResult]], Table] | None = None
+    table: Callable[[Sequence[ProbeResult]], TextTable] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +277,7 @@ class ProbeSpec(Generic[S, R]):
     run: ProbeRun[S, R] = _LATER
     result_type: type[ProbeResult] = ProbeResult
     # Returns this probe's ProbeCli, importing its command module: called only by `netprobe probe`,
-    # so the agent never loads typer or rich.
+    # so the agent never loads the commands or tables.
     cli: Callable[[], ProbeCli] | None = None
     target_options: tuple[TargetOption, ...] = ()
     rollup_extras: RollupExtras | None = None

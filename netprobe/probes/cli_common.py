@@ -15,11 +15,10 @@ import json
 import socket
 import sys
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
-import typer
+import click
 from pydantic import ValidationError
-from rich.table import Table
 
 from netprobe.config.durations import parse_duration
 from netprobe.errors import UsageError
@@ -30,6 +29,7 @@ from netprobe.probes import reflector
 from netprobe.probes.base import ProbeContext, ProbeRun, ProbeSettings, ProbeTarget, RoundSettings
 from netprobe.probes.render import print_table
 from netprobe.probes.results import ProbeResult
+from netprobe.textout import TextTable
 
 S = TypeVar("S", bound=ProbeSettings)
 T = TypeVar("T")
@@ -128,7 +128,7 @@ async def run_targets(run: ProbeRun[S, ProbeResult], targets: Sequence[ProbeTarg
 
 
 def emit(results: Sequence[ProbeResult], as_json: bool, as_list: bool,
-         table: Callable[[Sequence[ProbeResult]], Table]) -> None:
+         table: Callable[[Sequence[ProbeResult]], TextTable]) -> None:
     """Print results (one JSON object, or a table) and exit 0 if every target is ok, else 1."""
     if as_json:
         body: dict[str, Any] = (
@@ -137,23 +137,22 @@ def emit(results: Sequence[ProbeResult], as_json: bool, as_list: bool,
         sys.stdout.flush()
     else:
         print_table(table(results), results)
-    raise typer.Exit(0 if all(r.status == "ok" for r in results) else 1)
+    raise click.exceptions.Exit(0 if all(r.status == "ok" for r in results) else 1)
 
 
-# options the probes' commands share
-FileOpt = Annotated[str | None, typer.Option("--file", "-f", metavar="FILE",
-                                             help="Read targets from FILE, one per line ('-' = stdin).")]
-CountOpt = Annotated[int | None, typer.Option("--count", "-c", help="Requests per target.")]
-IntervalOpt = Annotated[str | None, typer.Option("--interval", "-i", metavar="DURATION",
-                                                 help="Time between requests: 500ms, 0.2, 1s.")]
-TimeoutOpt = Annotated[str | None, typer.Option("--timeout", "-W", metavar="DURATION",
-                                                help="Per-request timeout.")]
-V4Opt = Annotated[bool, typer.Option("-4", help="IPv4 only.")]
-V6Opt = Annotated[bool, typer.Option("-6", help="IPv6 only.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")]
-TokenFileOpt = Annotated[str, typer.Option(
-    "--token-file", metavar="FILE", help="This agent's reflector token (`netprobe target add-agent` printed "
-    f"it); default: ${reflector.TOKEN_ENV}.")]
+# options the probes' commands share, as decorators of their command functions
+file_opt = click.option("--file", "-f", "file", metavar="FILE",
+                        help="Read targets from FILE, one per line ('-' = stdin).")
+count_opt = click.option("--count", "-c", "count", type=int, help="Requests per target.")
+interval_opt = click.option("--interval", "-i", "interval", metavar="DURATION",
+                            help="Time between requests: 500ms, 0.2, 1s.")
+timeout_opt = click.option("--timeout", "-W", "timeout", metavar="DURATION", help="Per-request timeout.")
+v4_opt = click.option("-4", "ipv4", is_flag=True, help="IPv4 only.")
+v6_opt = click.option("-6", "ipv6", is_flag=True, help="IPv6 only.")
+json_opt = click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+token_file_opt = click.option(
+    "--token-file", "token_file", metavar="FILE", default="", help="This agent's reflector token (`netprobe "
+    f"target add-agent` printed it); default: ${reflector.TOKEN_ENV}.")
 
 
 def round_defaults(model: type[RoundSettings], what: str) -> str:

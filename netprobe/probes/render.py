@@ -3,24 +3,19 @@ Figures are rounded here, for display only; JSON keeps full precision."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from netprobe.probes.results import ProbeResult
 from netprobe.stats import RttStats
+from netprobe.textout import Out, TextTable, console_width, style
 
 STAT_COLUMNS = ("min", "avg", "p50", "p95", "max", "stdev")
 
 
-def console() -> Console:
-    """Stdout console; when piped, wide enough that tables are not squeezed into 80 columns."""
-    c = Console(emoji=False, highlight=False)
-    if not c.is_terminal:
-        c = Console(emoji=False, highlight=False, width=max(c.width, 240))
-    return c
+def console() -> Out:
+    """Stdout; when piped, wide enough that titles are not wrapped at 80 columns."""
+    return Out() if sys.stdout.isatty() else Out(width=max(console_width(), 240))
 
 
 def ms(value: float | None) -> str:
@@ -38,22 +33,26 @@ def stat_cells(stats: RttStats | None) -> list[str]:
 
 
 def status_cell(r: ProbeResult) -> str:
-    if r.status == "ok":
-        return "[green]ok[/]"
-    return f"[red]{r.error_kind or r.status}[/]"
+    return "ok" if r.status == "ok" else r.error_kind or r.status
 
 
-def new_table(title: str, head: Sequence[str]) -> Table:
-    t = Table(title=title, title_justify="left")
+def add_status_row(t: TextTable, r: ProbeResult, *cells: str) -> None:
+    """A row of `cells`, then the result's status, green when ok, else red."""
+    t.add_row(*cells, status_cell(r),
+              cell_styles=[None] * len(cells) + ["green" if r.status == "ok" else "red"])
+
+
+def new_table(title: str, head: Sequence[str]) -> TextTable:
+    t = TextTable(title=title)
     for name in head:
         t.add_column(name, justify="left" if name in ("host", "address", "status", "failures") else "right")
     return t
 
 
-def print_table(table: Table, results: Sequence[ProbeResult]) -> None:
+def print_table(table: TextTable, results: Sequence[ProbeResult]) -> None:
     """The table, then one line per failed target with its full error message."""
     out = console()
-    out.print(table)
+    out.table(table)
     for r in results:
         if r.status != "ok" and r.error:
-            out.print(f"[red]{escape(r.host)}:[/] {escape(r.error)}")
+            out.print(style(f"{r.host}:", "red") + f" {r.error}")

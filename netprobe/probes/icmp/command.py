@@ -5,11 +5,8 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Sequence
-from typing import Annotated
 
-import typer
-from rich.markup import escape
-from rich.table import Table
+import click
 
 from netprobe.net.pacing import stretched_round
 from netprobe.net.resolve import Resolver, parse_literal
@@ -17,32 +14,33 @@ from netprobe.net.targets_file import check_host
 from netprobe.probes.base import ProbeCli, ProbeContext, ProbeTarget
 from netprobe.probes.cli_common import (
     FLAGS,
-    CountOpt,
-    FileOpt,
-    IntervalOpt,
-    JsonOpt,
-    TimeoutOpt,
-    V4Opt,
-    V6Opt,
     address_family,
     build_settings,
     check_family,
     collect,
+    count_opt,
     emit,
+    file_opt,
+    interval_opt,
+    json_opt,
     round_defaults,
     run_targets,
+    timeout_opt,
+    v4_opt,
+    v6_opt,
 )
 from netprobe.probes.icmp.runtime import IcmpResult, IcmpSettings, run
-from netprobe.probes.render import STAT_COLUMNS, ms, new_table, pct, stat_cells, status_cell
+from netprobe.probes.render import STAT_COLUMNS, add_status_row, ms, new_table, pct, stat_cells
 from netprobe.probes.results import ProbeResult
+from netprobe.textout import TextTable
 
 
-def table(results: Sequence[ProbeResult]) -> Table:
+def table(results: Sequence[ProbeResult]) -> TextTable:
     t = new_table("icmp (ms)", ["host", "address", "sent", "recv", "loss%", *STAT_COLUMNS, "jitter",
                              "status"])
     for r in [r for r in results if isinstance(r, IcmpResult)]:
-        t.add_row(escape(r.host), r.address or "—", str(r.sent), str(r.received), pct(r.loss_pct),
-                  *stat_cells(r.rtt_ms), ms(r.jitter_ms), status_cell(r))
+        add_status_row(t, r, r.host, r.address or "—", str(r.sent), str(r.received), pct(r.loss_pct),
+                       *stat_cells(r.rtt_ms), ms(r.jitter_ms))
     return t
 
 
@@ -59,16 +57,21 @@ def warn_rate(n: int, settings: IcmpSettings, flag: str) -> None:
         f"(raise {flag} to {n / settings.interval:.0f} to keep the interval)\n")
 
 
-def command(
-    hosts: Annotated[list[str] | None, typer.Argument(metavar="HOST", show_default=False)] = None,
-    file: FileOpt = None, count: CountOpt = None, interval: IntervalOpt = None,
-    timeout: TimeoutOpt = None,
-    size: Annotated[int | None, typer.Option("--size", "-s", help="ICMP payload bytes.")] = None,
-    rate: Annotated[float | None, typer.Option(
-        "--rate", metavar="PPS", help="Cap on echo requests per second, all targets together "
-                                      "(default 2000); requests over it wait.")] = None,
-    ipv4: V4Opt = False, ipv6: V6Opt = False, as_json: JsonOpt = False,
-) -> None:
+@click.argument("hosts", nargs=-1, metavar="[HOST]...")
+@file_opt
+@count_opt
+@interval_opt
+@timeout_opt
+@click.option("--size", "-s", "size", type=int, help="ICMP payload bytes.")
+@click.option("--rate", "rate", type=float, metavar="PPS",
+              help="Cap on echo requests per second, all targets together (default 2000); requests over it "
+                   "wait.")
+@v4_opt
+@v6_opt
+@json_opt
+def command(hosts: tuple[str, ...], file: str | None, count: int | None, interval: str | None,
+            timeout: str | None, size: int | None, rate: float | None, ipv4: bool, ipv6: bool,
+            as_json: bool) -> None:
     """Ping HOSTs (names or addresses) concurrently: loss, RTT percentiles, jitter. Target i of N
     starts at i·interval/N, as fping -p/-i do."""
     family = address_family(ipv4, ipv6)
@@ -78,7 +81,7 @@ def command(
         check_family(host, family)
         return host
 
-    names = collect(hosts or [], file, parse)
+    names = collect(hosts, file, parse)
     settings = build_settings(IcmpSettings, {"count": count, "interval": interval, "timeout": timeout,
                                              "size": size, "max_rate": rate}, FLAGS)
     warn_rate(len(names), settings, "--rate")

@@ -4,45 +4,47 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import sys
-from typing import Annotated
+from types import TracebackType
 
-import typer
-from rich.live import Live
+import click
 
 from netprobe.errors import UsageError
 from netprobe.net.resolve import Resolver
 from netprobe.net.targets_file import check_host
 from netprobe.probes.base import ProbeCli, ProbeContext, ProbeTarget
 from netprobe.probes.cli_common import (
-    IntervalOpt,
-    JsonOpt,
-    V4Opt,
-    V6Opt,
     address_family,
     build_settings,
     check_family,
+    interval_opt,
+    json_opt,
+    v4_opt,
+    v6_opt,
 )
-from netprobe.probes.mtr.hop_table import AsnDbOpt, CityDbOpt, mtr_table, open_geoip
+from netprobe.probes.mtr.hop_table import asn_db_opt, city_db_opt, mtr_table, open_geoip
 from netprobe.probes.mtr.runtime import MtrResult, MtrSettings, trace
 from netprobe.probes.render import console
+from netprobe.textout import Out, TextTable, style
 
 
-def command(
-    host: Annotated[str, typer.Argument(metavar="HOST", show_default=False)],
-    cycles: Annotated[int | None, typer.Option("--cycles", "-c",
-                                               help="Rounds of probes (default 10).")] = None,
-    interval: IntervalOpt = None,
-    timeout: Annotated[str | None, typer.Option("--timeout", "-W", metavar="DURATION",
-                                                help="Wait for late replies after the last cycle.")] = None,
-    mode: Annotated[str | None, typer.Option("--mode", metavar="icmp|udp|tcp",
-                                             help="Probe protocol (default icmp).")] = None,
-    port: Annotated[int | None, typer.Option("--port", "-P", help="udp: 33434, tcp: 443 by default.")] = None,
-    max_hops: Annotated[int | None, typer.Option("--max-hops", "-m",
-                                                 help="Highest TTL (default 30).")] = None,
-    asn_db: AsnDbOpt = None, city_db: CityDbOpt = None,
-    ipv4: V4Opt = False, ipv6: V6Opt = False, as_json: JsonOpt = False,
-) -> None:
+@click.argument("host", metavar="HOST")
+@click.option("--cycles", "-c", "cycles", type=int, help="Rounds of probes (default 10).")
+@interval_opt
+@click.option("--timeout", "-W", "timeout", metavar="DURATION",
+              help="Wait for late replies after the last cycle.")
+@click.option("--mode", "mode", metavar="icmp|udp|tcp", help="Probe protocol (default icmp).")
+@click.option("--port", "-P", "port", type=int, help="udp: 33434, tcp: 443 by default.")
+@click.option("--max-hops", "-m", "max_hops", type=int, help="Highest TTL (default 30).")
+@asn_db_opt
+@city_db_opt
+@v4_opt
+@v6_opt
+@json_opt
+def command(host: str, cycles: int | None, interval: str | None, timeout: str | None, mode: str | None,
+            port: int | None, max_hops: int | None, asn_db: str | None, city_db: str | None, ipv4: bool,
+            ipv6: bool, as_json: bool) -> None:
     """Trace the path to HOST hop by hop, like mtr: loss and RTT per hop, the carrier line it runs on."""
     family = address_family(ipv4, ipv6)
     try:
@@ -58,7 +60,7 @@ def command(
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict()) + "\n")
         sys.stdout.flush()
-    raise typer.Exit(0 if result.status == "ok" else 1)
+    raise click.exceptions.Exit(0 if result.status == "ok" else 1)
 
 
 _MTR_FLAGS = {"cycles": "--cycles", "interval": "--interval", "timeout": "--timeout", "mode": "--mode",
@@ -73,15 +75,53 @@ async def _run_mtr(target: ProbeTarget, settings: MtrSettings, asn_db: str | Non
         if not live:
             return await trace(target, settings, ctx)
         out = console()
-        with Live(console=out, auto_refresh=False) as view:
-            result = await trace(target, settings, ctx,
-                                 on_update=lambda r: view.update(mtr_table(r), refresh=True))
-            view.update(mtr_table(result), refresh=True)
+        with _Live(out) as view:
+            result = await trace(target, settings, ctx, on_update=lambda r: view.update(mtr_table(r)))
+            view.update(mtr_table(result))
         if result.status != "ok" and result.error:
-            out.print(f"[red]{target.host}:[/] {result.error}")
+            out.print(style(f"{target.host}:", "red") + f" {result.error}")
         return result
     finally:
         await ctx.close()
+
+
+class _Live:
+    """A table redrawn in place on a terminal, as rich's Live drew it: while it changes, cut to the
+    screen (no line wraps, rows past its height left off) so the cursor can go back over it; at the
+    end drawn whole. Elsewhere (a pipe) only the last table is printed, once."""
+
+    def __init__(self, out: Out) -> None:
+        self.out = out
+        self.last: TextTable | None = None
+        self.height = 0     # lines the last frame drew
+
+    def __enter__(self) -> _Live:
+        return self
+
+    def update(self, table: TextTable) -> None:
+        self.last = table
+        if not self.out.terminal:
+            return
+        columns, rows = shutil.get_terminal_size()
+        lines = list(table.lines(columns))
+        if len(lines) > rows - 1:
+            lines = [*lines[:max(rows - 2, 0)], "...".center(columns)]
+        # cursor hidden and line wrap off while a frame replaces the last one
+        self._write(f"\x1b[?25l\x1b[?7l{self._erase()}" + "\n".join(lines) + "\x1b[?7h\n")
+        self.height = len(lines)
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self.out.terminal:
+            self._write(self._erase() + "\x1b[?25h")
+        if self.last is not None:
+            self.out.table(self.last)
+
+    def _erase(self) -> str:
+        return f"\x1b[{self.height}F\x1b[J" if self.height else ""
+
+    def _write(self, text: str) -> None:
+        click.echo(text, file=self.out.file, nl=False, color=True)
 
 
 CLI = ProbeCli(command=command)

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Annotated
 
-import typer
-from rich.markup import escape
-from rich.table import Table
+import click
 
 from netprobe.net.resolve import Resolver
 from netprobe.net.targets_file import check_host_port
@@ -16,41 +13,42 @@ from netprobe.probes import reflector
 from netprobe.probes.base import ProbeCli, ProbeContext, ProbeTarget, ReflectorAuth
 from netprobe.probes.cli_common import (
     FLAGS,
-    CountOpt,
-    FileOpt,
-    IntervalOpt,
-    JsonOpt,
-    TimeoutOpt,
-    TokenFileOpt,
-    V4Opt,
-    V6Opt,
     address_family,
     build_settings,
     check_family,
     collect,
+    count_opt,
     emit,
+    file_opt,
+    interval_opt,
+    json_opt,
     round_defaults,
     run_targets,
+    timeout_opt,
+    token_file_opt,
+    v4_opt,
+    v6_opt,
 )
 from netprobe.probes.owd.figures import DelayVar
 from netprobe.probes.owd.runtime import OwdResult, OwdSettings, run
-from netprobe.probes.render import STAT_COLUMNS, ms, new_table, pct, stat_cells, status_cell
+from netprobe.probes.render import STAT_COLUMNS, add_status_row, ms, new_table, pct, stat_cells
 from netprobe.probes.results import ProbeResult
+from netprobe.textout import TextTable
 
-ClockSyncOpt = Annotated[bool, typer.Option(
-    "--clock-sync", help="Both clocks are NTP/PTP-synchronised: also print absolute one-way delays.")]
+clock_sync_opt = click.option(
+    "--clock-sync", "clock_sync", is_flag=True,
+    help="Both clocks are NTP/PTP-synchronised: also print absolute one-way delays.")
 
 
-def table(results: Sequence[ProbeResult]) -> Table:
+def table(results: Sequence[ProbeResult]) -> TextTable:
     t = new_table("owd (ms; fwd = to the reflector, ret = back)",
                   ["host", "address", "port", "sent", "recv", "loss%", "fwd%", "ret%", *STAT_COLUMNS,
                    "fwd var p95", "ret var p95", "fwd", "ret", "reord f/r", "dup f/r", "status"])
     for r in [r for r in results if isinstance(r, OwdResult)]:
-        t.add_row(escape(r.host), r.address or "—", str(r.port), str(r.sent), str(r.received),
-                  pct(r.loss_pct), pct(r.fwd_loss_pct), pct(r.ret_loss_pct), *stat_cells(r.rtt_ms),
-                  _var(r.fwd_delay_var_ms), _var(r.ret_delay_var_ms), ms(r.fwd_ms), ms(r.ret_ms),
-                  f"{r.fwd_reordered}/{r.ret_reordered}", f"{r.fwd_duplicates}/{r.ret_duplicates}",
-                  status_cell(r))
+        add_status_row(t, r, r.host, r.address or "—", str(r.port), str(r.sent), str(r.received),
+                       pct(r.loss_pct), pct(r.fwd_loss_pct), pct(r.ret_loss_pct), *stat_cells(r.rtt_ms),
+                       _var(r.fwd_delay_var_ms), _var(r.ret_delay_var_ms), ms(r.fwd_ms), ms(r.ret_ms),
+                       f"{r.fwd_reordered}/{r.ret_reordered}", f"{r.fwd_duplicates}/{r.ret_duplicates}")
     return t
 
 
@@ -58,16 +56,23 @@ def _var(v: DelayVar | None) -> str:
     return ms(v.p95 if v is not None else None)
 
 
-def command(
-    targets_: Annotated[list[str] | None, typer.Argument(
-        metavar="HOST:PORT", show_default=False,
-        help="The reflector's UDP address (`netprobe target --udp`); [V6ADDR]:PORT for IPv6.")] = None,
-    file: FileOpt = None, count: CountOpt = None, interval: IntervalOpt = None, timeout: TimeoutOpt = None,
-    token_file: TokenFileOpt = "", clock_sync: ClockSyncOpt = False,
-    ipv4: V4Opt = False, ipv6: V6Opt = False, as_json: JsonOpt = False,
-) -> None:
+@click.argument("targets_", nargs=-1, metavar="[HOST:PORT]...")
+@file_opt
+@count_opt
+@interval_opt
+@timeout_opt
+@token_file_opt
+@clock_sync_opt
+@v4_opt
+@v6_opt
+@json_opt
+def command(targets_: tuple[str, ...], file: str | None, count: int | None, interval: str | None,
+            timeout: str | None, token_file: str, clock_sync: bool, ipv4: bool, ipv6: bool,
+            as_json: bool) -> None:
     """One-way figures to a reflector: loss, delay variation, reordering and duplicates per direction,
-    RTT without the reflector's own time; absolute one-way delays only with --clock-sync."""
+    RTT without the reflector's own time; absolute one-way delays only with --clock-sync.
+
+    HOST:PORT: the reflector's UDP address (`netprobe target --udp`); [V6ADDR]:PORT for IPv6."""
     family = address_family(ipv4, ipv6)
 
     def parse(text: str) -> tuple[str, int]:
@@ -75,7 +80,7 @@ def command(
         check_family(host.strip("[]"), family)
         return host.strip("[]"), port
 
-    pairs = collect(targets_ or [], file, parse)
+    pairs = collect(targets_, file, parse)
     settings = build_settings(OwdSettings, {"count": count, "interval": interval, "timeout": timeout}, FLAGS)
     token = reflector.cli_token(token_file)
     targets = [ProbeTarget(id=f"{h}:{p}", host=h, port=p, family=family) for h, p in pairs]

@@ -6,11 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from typing import Annotated
 
-import typer
-from rich.markup import escape
-from rich.table import Table
+import click
 
 from netprobe.config.base import is_http_url
 from netprobe.errors import UsageError
@@ -18,46 +15,48 @@ from netprobe.net.resolve import Resolver
 from netprobe.probes import reflector
 from netprobe.probes.base import ProbeCli, ProbeContext, ProbeTarget, ReflectorAuth
 from netprobe.probes.cli_common import (
-    IntervalOpt,
-    JsonOpt,
-    TokenFileOpt,
-    V4Opt,
-    V6Opt,
     address_family,
     build_settings,
+    interval_opt,
+    json_opt,
+    token_file_opt,
+    v4_opt,
+    v6_opt,
 )
-from netprobe.probes.mtr.hop_table import AsnDbOpt, CityDbOpt, mtr_table, open_geoip
+from netprobe.probes.mtr.hop_table import asn_db_opt, city_db_opt, mtr_table, open_geoip
 from netprobe.probes.render import console
 from netprobe.probes.rmtr.runtime import RmtrResult, RmtrSettings, run
+from netprobe.textout import TextTable, style
 
 _FLAGS = {"cycles": "--cycles", "interval": "--interval", "timeout": "--timeout", "mode": "--mode"}
 
 
-def rmtr_table(r: RmtrResult) -> Table:
-    title = (f"rmtr {r.mode}: from the reflector {escape(r.source or r.reflector)} back to "
+def rmtr_table(r: RmtrResult) -> TextTable:
+    title = (f"rmtr {r.mode}: from the reflector {r.source or r.reflector} back to "
              f"{r.address or '—'} (this host as it sees it)")
     return mtr_table(r, title)
 
 
-def command(
-    url: Annotated[str, typer.Argument(metavar="TARGET_URL", show_default=False,
-                                       help="The target's `netprobe target` (reflector), e.g. "
-                                            "http://hk1.example.net:8473")],
-    cycles: Annotated[int | None, typer.Option("--cycles", "-c",
-                                               help="Rounds of probes the reflector sends (default 10, "
-                                                    "at most 30).")] = None,
-    interval: IntervalOpt = None,
-    timeout: Annotated[str | None, typer.Option("--timeout", "-W", metavar="DURATION",
-                                                help="Connect, and the wait beyond the trace's own "
-                                                     "length (default 10s).")] = None,
-    mode: Annotated[str | None, typer.Option("--mode", metavar="icmp|udp|tcp",
-                                             help="The reflector's probe protocol (default icmp).")] = None,
-    token_file: TokenFileOpt = "",
-    asn_db: AsnDbOpt = None, city_db: CityDbOpt = None,
-    ipv4: V4Opt = False, ipv6: V6Opt = False, as_json: JsonOpt = False,
-) -> None:
+@click.argument("url", metavar="TARGET_URL")
+@click.option("--cycles", "-c", "cycles", type=int,
+              help="Rounds of probes the reflector sends (default 10, at most 30).")
+@interval_opt
+@click.option("--timeout", "-W", "timeout", metavar="DURATION",
+              help="Connect, and the wait beyond the trace's own length (default 10s).")
+@click.option("--mode", "mode", metavar="icmp|udp|tcp", help="The reflector's probe protocol (default icmp).")
+@token_file_opt
+@asn_db_opt
+@city_db_opt
+@v4_opt
+@v6_opt
+@json_opt
+def command(url: str, cycles: int | None, interval: str | None, timeout: str | None, mode: str | None,
+            token_file: str, asn_db: str | None, city_db: str | None, ipv4: bool, ipv6: bool,
+            as_json: bool) -> None:
     """Trace the way back: the target's reflector traces toward this host (as the datacenter sees it,
-    NAT included) and the hops are classified here — the line return traffic takes."""
+    NAT included) and the hops are classified here — the line return traffic takes.
+
+    TARGET_URL: the target's `netprobe target` (reflector), e.g. http://hk1.example.net:8473"""
     family = address_family(ipv4, ipv6)
     url = url.strip().rstrip("/")
     if not is_http_url(url):
@@ -75,10 +74,10 @@ def command(
         sys.stdout.flush()
     else:
         out = console()
-        out.print(rmtr_table(result))
+        out.table(rmtr_table(result))
         if result.status != "ok" and result.error:
-            out.print(f"[red]{escape(url)}:[/] {escape(result.error)}")
-    raise typer.Exit(0 if result.status == "ok" else 1)
+            out.print(style(f"{url}:", "red") + f" {result.error}")
+    raise click.exceptions.Exit(0 if result.status == "ok" else 1)
 
 
 async def _run(target: ProbeTarget, settings: RmtrSettings, token: str, asn_db: str | None,

@@ -5,11 +5,8 @@ from __future__ import annotations
 import asyncio
 import resource
 from collections.abc import Sequence
-from typing import Annotated
 
-import typer
-from rich.markup import escape
-from rich.table import Table
+import click
 
 from netprobe.net.resolve import Resolver
 from netprobe.net.socket_cap import SocketCap
@@ -17,36 +14,37 @@ from netprobe.net.targets_file import check_host_port
 from netprobe.probes.base import ProbeCli, ProbeContext, ProbeTarget
 from netprobe.probes.cli_common import (
     FLAGS,
-    CountOpt,
-    FileOpt,
-    IntervalOpt,
-    JsonOpt,
-    TimeoutOpt,
-    V4Opt,
-    V6Opt,
     address_family,
     build_settings,
     check_family,
     collect,
+    count_opt,
     emit,
+    file_opt,
+    interval_opt,
+    json_opt,
     round_defaults,
     run_targets,
+    timeout_opt,
+    v4_opt,
+    v6_opt,
 )
-from netprobe.probes.render import STAT_COLUMNS, ms, new_table, pct, stat_cells, status_cell
+from netprobe.probes.render import STAT_COLUMNS, add_status_row, ms, new_table, pct, stat_cells
 from netprobe.probes.results import ProbeResult
 from netprobe.probes.tcp.runtime import TcpResult, TcpSettings, run
+from netprobe.textout import TextTable
 
 # descriptors kept free of TCP connects (stdio, the event loop, the resolver's threads)
 _FD_RESERVE = 128
 
 
-def table(results: Sequence[ProbeResult]) -> Table:
+def table(results: Sequence[ProbeResult]) -> TextTable:
     t = new_table("tcp connect (ms)", ["host", "address", "port", "dns", "sent", "ok", "fail%",
                                     *STAT_COLUMNS, "jitter", "failures", "status"])
     for r in [r for r in results if isinstance(r, TcpResult)]:
         failures = ", ".join(f"{kind} {n}" for kind, n in sorted(r.failures.items())) or "—"
-        t.add_row(escape(r.host), r.address or "—", str(r.port), ms(r.dns_ms), str(r.sent), str(r.received),
-                  pct(r.loss_pct), *stat_cells(r.connect_ms), ms(r.jitter_ms), failures, status_cell(r))
+        add_status_row(t, r, r.host, r.address or "—", str(r.port), ms(r.dns_ms), str(r.sent),
+                       str(r.received), pct(r.loss_pct), *stat_cells(r.connect_ms), ms(r.jitter_ms), failures)
     return t
 
 
@@ -64,13 +62,19 @@ def tcp_slots() -> SocketCap:
     return SocketCap(max(16, soft - _FD_RESERVE))
 
 
-def command(
-    targets_: Annotated[list[str] | None, typer.Argument(metavar="HOST:PORT", show_default=False,
-                                                         help="[V6ADDR]:PORT for IPv6 literals.")] = None,
-    file: FileOpt = None, count: CountOpt = None, interval: IntervalOpt = None,
-    timeout: TimeoutOpt = None, ipv4: V4Opt = False, ipv6: V6Opt = False, as_json: JsonOpt = False,
-) -> None:
-    """Time TCP connects (SYN → established) to HOST:PORTs; DNS time reported separately."""
+@click.argument("targets_", nargs=-1, metavar="[HOST:PORT]...")
+@file_opt
+@count_opt
+@interval_opt
+@timeout_opt
+@v4_opt
+@v6_opt
+@json_opt
+def command(targets_: tuple[str, ...], file: str | None, count: int | None, interval: str | None,
+            timeout: str | None, ipv4: bool, ipv6: bool, as_json: bool) -> None:
+    """Time TCP connects (SYN → established) to HOST:PORTs; DNS time reported separately.
+
+    HOST:PORT: [V6ADDR]:PORT for IPv6 literals."""
     family = address_family(ipv4, ipv6)
 
     def parse(text: str) -> tuple[str, int]:
@@ -78,7 +82,7 @@ def command(
         check_family(host, family)
         return host, port
 
-    pairs = collect(targets_ or [], file, parse)
+    pairs = collect(targets_, file, parse)
     settings = build_settings(TcpSettings, {"count": count, "interval": interval, "timeout": timeout},
                               FLAGS)
     targets = [ProbeTarget(id=f"{h}:{p}", host=h, port=p, family=family) for h, p in pairs]

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from pydantic import Field
-from typer.testing import CliRunner
 
 from netprobe.agent.daemon import Agent
 from netprobe.cli import app

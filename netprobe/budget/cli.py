@@ -5,93 +5,82 @@ follows, so `netprobe budget --ttft-ms …` keeps its words."""
 from __future__ import annotations
 
 import json
-from typing import Annotated
 
-import typer
+import click
 
 from netprobe.errors import UsageError
 
-app = typer.Typer(add_completion=False)
 
-
-@app.callback(invoke_without_command=True)
-def budget(
-    ctx: typer.Context,
-    ttft_ms: Annotated[float | None, typer.Option("--ttft-ms", metavar="N",
-                                                  help="time-to-first-token target, ms")] = None,
-    db: Annotated[str | None, typer.Option("--db", metavar="URL",
-                                           help="database (default: the agent's SQLite file)")] = None,
-    tpot_ms: Annotated[float | None, typer.Option(
-        "--tpot-ms", metavar="N", help="time-per-output-token target, checked against peak SSE gaps, "
-        "stalls and measured TPOT")] = None,
-    tls: Annotated[str, typer.Option("--tls", metavar="1.2|1.3",
-                                     help="TLS version of a new connection")] = "1.3",
-    keepalive: Annotated[bool, typer.Option("--keepalive",
-                                            help="a warm connection: one round trip")] = False,
-    calls: Annotated[int, typer.Option("--calls", metavar="N",
-                                       help="model calls in series per answer (agent workflows)")] = 1,
-    days: Annotated[int, typer.Option("--days", metavar="N", help="local days of data")] = 7,
-    window: Annotated[str, typer.Option("--window", metavar="START-END",
-                                        help="the peak window, agent-local hours")] = "20-23",
-    region: Annotated[str | None, typer.Option("--region", metavar="R", help="only this region")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
-    slo_ttft_ms: Annotated[float | None, typer.Option(
-        "--slo-ttft-ms", metavar="N", help="SLO: the share of requests whose first token arrives within N "
-        "ms (SLO attainment); also the arithmetic's target when --ttft-ms is not given")] = None,
-    slo_tpot_ms: Annotated[float | None, typer.Option(
-        "--slo-tpot-ms", metavar="N", help="SLO: a request must also stream within N ms per token")] = None,
-    server_ttft_ms: Annotated[str | None, typer.Option(
-        "--server-ttft-ms", metavar="P50,P95|FILE", help="the server's time to first token: a log-normal "
-        "through P50 and P95 (ms), or a file of samples (ms, one per line); default: what openai-mode "
-        "streams measured, else none")] = None,
-    attainment: Annotated[float, typer.Option(
-        "--attainment", metavar="X", help="the GPU budget keeps this share of requests within the SLO, "
-        "%")] = 95.0,
-) -> None:
+@click.group("budget", invoke_without_command=True,
+             help="What a TTFT target leaves the GPU; GPU memory sizing.")
+@click.option("--ttft-ms", metavar="N", type=float, help="time-to-first-token target, ms")
+@click.option("--db", metavar="URL", help="database (default: the agent's SQLite file)")
+@click.option("--tpot-ms", metavar="N", type=float, help="time-per-output-token target, checked against peak "
+              "SSE gaps, stalls and measured TPOT")
+@click.option("--tls", metavar="1.2|1.3", default="1.3", show_default=True,
+              help="TLS version of a new connection")
+@click.option("--keepalive", is_flag=True, help="a warm connection: one round trip")
+@click.option("--calls", metavar="N", type=int, default=1, show_default=True,
+              help="model calls in series per answer (agent workflows)")
+@click.option("--days", metavar="N", type=int, default=7, show_default=True, help="local days of data")
+@click.option("--window", metavar="START-END", default="20-23", show_default=True,
+              help="the peak window, agent-local hours")
+@click.option("--region", metavar="R", help="only this region")
+@click.option("--json", "json_out", is_flag=True, help="one JSON object on stdout")
+@click.option("--slo-ttft-ms", metavar="N", type=float,
+              help="SLO: the share of requests whose first token arrives within N ms (SLO attainment); also "
+              "the arithmetic's target when --ttft-ms is not given")
+@click.option("--slo-tpot-ms", metavar="N", type=float,
+              help="SLO: a request must also stream within N ms per token")
+@click.option("--server-ttft-ms", metavar="P50,P95|FILE", help="the server's time to first token: a "
+              "log-normal through P50 and P95 (ms), or a file of samples (ms, one per line); default: what "
+              "openai-mode streams measured, else none")
+@click.option("--attainment", metavar="X", type=float, default=95.0, show_default=True,
+              help="the GPU budget keeps this share of requests within the SLO, %")
+@click.pass_context
+def budget(ctx: click.Context, ttft_ms: float | None, db: str | None, tpot_ms: float | None, tls: str,
+           keepalive: bool, calls: int, days: int, window: str, region: str | None, json_out: bool,
+           slo_ttft_ms: float | None, slo_tpot_ms: float | None, server_ttft_ms: str | None,
+           attainment: float) -> None:
     """What a TTFT target leaves the GPU on each candidate route at the evening peak, and
     with --slo-ttft-ms the share of requests that meet it."""
     if ctx.invoked_subcommand is not None:
         return
-    from netprobe.budget.run import budget as run_budget  # also netprobe.cli's way without typer
+    from netprobe.budget.run import budget as run_budget
 
     run_budget(ttft_ms, db, tpot_ms, tls, keepalive, calls, days, window, region, json_out, slo_ttft_ms,
                slo_tpot_ms, server_ttft_ms, attainment)
 
 
-@app.command("vram")
-def vram(
-    model: Annotated[str | None, typer.Option(
-        "--model", metavar="NAME", help="a built-in model: deepseek-r1-distill-qwen-1.5b|-qwen-7b|-llama-8b|"
-        "-qwen-14b|-qwen-32b|-llama-70b, deepseek-v2-lite, deepseek-v3, deepseek-r1")] = None,
-    params: Annotated[float | None, typer.Option("--params", metavar="B",
-                                                 help="parameters, billions (any other model)")] = None,
-    layers: Annotated[int | None, typer.Option("--layers", metavar="L", help="transformer layers")] = None,
-    kv_heads: Annotated[int | None, typer.Option("--kv-heads", metavar="H",
-                                                 help="key/value heads (num_key_value_heads)")] = None,
-    head_dim: Annotated[int | None, typer.Option("--head-dim", metavar="D", help="width of a head")] = None,
-    kv_lora_rank: Annotated[int | None, typer.Option(
-        "--kv-lora-rank", metavar="R", help="latent attention (MLA): the cached latent's width")] = None,
-    rope_dim: Annotated[int | None, typer.Option(
-        "--rope-dim", metavar="D", help="latent attention (MLA): qk_rope_head_dim")] = None,
-    quant: Annotated[str | None, typer.Option(
-        "--quant", metavar="fp16|bf16|fp8|int8|int4",
-        help="weights' width (default: the published weights', bf16 for other models)")] = None,
-    kv_quant: Annotated[str, typer.Option("--kv-quant", metavar="bf16|fp16|fp8",
-                                          help="KV cache's width, apart from the weights'")] = "bf16",
-    ctx: Annotated[int, typer.Option("--ctx", metavar="N", help="tokens per sequence (prompt + output)")
-                   ] = 8192,
-    concurrency: Annotated[int, typer.Option("--concurrency", metavar="N",
-                                             help="sequences in the batch at once")] = 1,
-    gpu_gb: Annotated[str, typer.Option("--gpu-gb", metavar="24,48,80",
-                                        help="GPU memory sizes to check, GB (= GiB as cards are sold)")
-                      ] = "24,48,80",
-    gpus: Annotated[int, typer.Option("--gpus", metavar="N",
-                                      help="GPUs of each size per replica, tensor parallel")] = 1,
-    margin_pct: Annotated[float, typer.Option(
-        "--margin-pct", metavar="P", help="margin for activations and fragmentation, % of weights + KV")
-                          ] = 20.0,
-    json_out: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
-) -> None:
+@budget.command("vram")
+@click.option("--model", metavar="NAME", help="a built-in model: deepseek-r1-distill-qwen-1.5b|-qwen-7b|"
+              "-llama-8b|-qwen-14b|-qwen-32b|-llama-70b, deepseek-v2-lite, deepseek-v3, deepseek-r1")
+@click.option("--params", metavar="B", type=float, help="parameters, billions (any other model)")
+@click.option("--layers", metavar="L", type=int, help="transformer layers")
+@click.option("--kv-heads", metavar="H", type=int, help="key/value heads (num_key_value_heads)")
+@click.option("--head-dim", metavar="D", type=int, help="width of a head")
+@click.option("--kv-lora-rank", metavar="R", type=int,
+              help="latent attention (MLA): the cached latent's width")
+@click.option("--rope-dim", metavar="D", type=int, help="latent attention (MLA): qk_rope_head_dim")
+@click.option("--quant", metavar="fp16|bf16|fp8|int8|int4",
+              help="weights' width (default: the published weights', bf16 for other models)")
+@click.option("--kv-quant", metavar="bf16|fp16|fp8", default="bf16", show_default=True,
+              help="KV cache's width, apart from the weights'")
+@click.option("--ctx", metavar="N", type=int, default=8192, show_default=True,
+              help="tokens per sequence (prompt + output)")
+@click.option("--concurrency", metavar="N", type=int, default=1, show_default=True,
+              help="sequences in the batch at once")
+@click.option("--gpu-gb", metavar="24,48,80", default="24,48,80", show_default=True,
+              help="GPU memory sizes to check, GB (= GiB as cards are sold)")
+@click.option("--gpus", metavar="N", type=int, default=1, show_default=True,
+              help="GPUs of each size per replica, tensor parallel")
+@click.option("--margin-pct", metavar="P", type=float, default=20.0, show_default=True,
+              help="margin for activations and fragmentation, % of weights + KV")
+@click.option("--json", "json_out", is_flag=True, help="one JSON object on stdout")
+def vram(model: str | None, params: float | None, layers: int | None, kv_heads: int | None,
+         head_dim: int | None, kv_lora_rank: int | None, rope_dim: int | None, quant: str | None,
+         kv_quant: str, ctx: int, concurrency: int, gpu_gb: str, gpus: int, margin_pct: float,
+         json_out: bool) -> None:
     """GPU memory for a model: weights + KV cache + margin, and what fits each GPU size."""
     import math
     from fractions import Fraction
@@ -128,3 +117,6 @@ def vram(
     from netprobe.budget.vram_table import print_vram
 
     print_vram(est)
+
+
+app = budget

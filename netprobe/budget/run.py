@@ -1,38 +1,18 @@
-"""`netprobe budget`'s body, without typer: netprobe.cli runs a plain `budget …` from here without
-building the command tree (netprobe.plain_args), and the typer callback (budget/cli.py) calls the same
-function, so both ways print the same."""
+"""`netprobe budget`'s body (the click group's callback is budget/cli.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from netprobe.errors import UsageError
 
 if TYPE_CHECKING:
     from netprobe.budget.attainment import Server
-    from netprobe.plain_args import Kind
     from netprobe.report.rows import PeakRow
     from netprobe.report.slo import SloRequest
-
-# What `budget` takes (netprobe.plain_args), by the typer callback's option names.
-OPTIONS: dict[str, tuple[str, Kind]] = {
-    "--ttft-ms": ("ttft_ms", "float"), "--db": ("db", "str"), "--tpot-ms": ("tpot_ms", "float"),
-    "--tls": ("tls", "str"), "--keepalive": ("keepalive", "flag"), "--calls": ("calls", "int"),
-    "--days": ("days", "int"), "--window": ("window", "str"), "--region": ("region", "str"),
-    "--json": ("json_out", "flag"), "--slo-ttft-ms": ("slo_ttft_ms", "float"),
-    "--slo-tpot-ms": ("slo_tpot_ms", "float"), "--server-ttft-ms": ("server_ttft_ms", "str"),
-    "--attainment": ("attainment", "float")}
-
-
-def plain_budget(args: list[str]) -> dict[str, Any] | None:
-    """budget()'s keyword arguments from the words after `budget`, when they are plain (no subcommand)."""
-    from netprobe.plain_args import plain_options
-
-    return plain_options(args, OPTIONS)
-
 
 def budget(ttft_ms: float | None = None, db: str | None = None, tpot_ms: float | None = None,
            tls: str = "1.3", keepalive: bool = False, calls: int = 1, days: int = 7, window: str = "20-23",
@@ -58,7 +38,7 @@ def budget(ttft_ms: float | None = None, db: str | None = None, tpot_ms: float |
                               "server_ttft_ms": server_ttft_ms} if slo is not None else {}),
                           "rows": [r.to_dict() for r in rows]}))
         return
-    from netprobe.budget.table import print_budget, print_slo  # rich: the table's alone
+    from netprobe.budget.table import print_budget, print_slo
 
     if slo is not None:
         print_slo(rows, slo)
@@ -119,4 +99,4 @@ async def _peak(db: str | None, days: int, window: str, region: str | None, slo:
         await store.close()
 
 
-__all__ = ["OPTIONS", "budget", "plain_budget"]
+__all__ = ["budget"]

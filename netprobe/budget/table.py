@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from netprobe.probes.render import console
-from netprobe.report.text_table import TextTable
+from netprobe.textout import Out, TextTable, console_width
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from netprobe.budget.compute import BudgetParams, BudgetRow
     from netprobe.report.slo import SloRequest
+
+
+def screen() -> Out:
+    """Stdout; piped, 240 columns wide as it was with rich, so that titles wrap at the table, not at 80."""
+    out = Out()
+    return out if out.terminal else Out(width=max(console_width(), 240))
 
 
 def ms(v: float | None) -> str:
@@ -22,7 +25,7 @@ def pct(v: float | None) -> str:
     return "–" if v is None else f"{v:.1f}"
 
 
-def print_slo(rows: list[BudgetRow], slo: SloRequest, con: Console | None = None) -> None:
+def print_slo(rows: list[BudgetRow], slo: SloRequest, con: Out | None = None) -> None:
     """Attainment (docs/numbers.md): per candidate, the share of requests within the SLO at the peak and
     off-peak, the end-to-end TTFT, and the server time that keeps X % within it."""
     m = slo.model
@@ -47,11 +50,10 @@ def print_slo(rows: list[BudgetRow], slo: SloRequest, con: Console | None = None
                       "network over" if budget is None else ms(budget), s.server,
                       "–" if worst is None else f"{worst[1]:02d}:00 {worst[0]:.1f}",
                       cell_styles=(None, None, None, None, "green" if ok else "red", *(None,) * 7))
-    con = con or console()
-    table.print(con)
+    (con or screen()).table(table)
 
 
-def print_budget(rows: list[BudgetRow], p: BudgetParams, con: Console | None = None,
+def print_budget(rows: list[BudgetRow], p: BudgetParams, con: Out | None = None,
                  worst_case: bool = False) -> None:
     connection = ("keep-alive (1 round trip)" if p.keepalive else
                   f"new TCP + TLS {p.tls} connection ({p.round_trips} round trips)")
@@ -72,7 +74,7 @@ def print_budget(rows: list[BudgetRow], p: BudgetParams, con: Console | None = N
         table.add_row(r.region, str(r.rank), r.target, r.line, ms(r.network_floor_ms), ms(r.network_ms),
                       ms(r.jitter_margin_ms), gpu, tpot, verdict,
                       cell_styles=(*plain, "green" if r.feasible else "red"))
-    con = con or console()
-    table.print(con)
+    con = con or screen()
+    con.table(table)
     if not rows:
         con.print("no peak-window RTT in the chosen days: nothing to budget")

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from netprobe.budget.table import screen
 from netprobe.budget.vram import gib
-from netprobe.probes.render import console
-from netprobe.report.text_table import TextTable
+from netprobe.textout import Out, TextTable
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from netprobe.budget.vram import VramEstimate
 
 
@@ -22,14 +20,14 @@ def _per_token(n: int) -> str:
     return f"{n:,} B ({n / 1024:,.1f} KiB)" if n >= 1024 else f"{n:,} B"
 
 
-def print_vram(e: VramEstimate, con: Console | None = None) -> None:
-    con = con or console()
+def print_vram(e: VramEstimate, con: Out | None = None) -> None:
+    con = con or screen()
     who = e.model or "model"
     seqs = f"{e.concurrency:,} sequence{'s' * (e.concurrency != 1)} × {e.ctx:,} tokens"
     tp = e.gpus > 1
     on = f" · tensor parallel over {e.gpus} GPUs" if tp else ""
     con.print(f"{who} · {e.params / 1e9:,.2f} B parameters · {e.quant} weights · KV cache {e.kv_quant} · "
-              f"{seqs}{on}", highlight=False)
+              f"{seqs}{on}")
     memory = TextTable()
     memory.add_column("memory")
     memory.add_column("GiB", justify="right")
@@ -47,13 +45,13 @@ def print_vram(e: VramEstimate, con: Console | None = None) -> None:
                             ("total", e.total_bytes, "")):
         cells = (_gib(gib(size)), _gib(gib(size) / e.gpus)) if tp else (_gib(gib(size)),)
         memory.add_row(name, *cells, how, style="bold" if name == "total" else None)
-    memory.print(con)
+    con.table(memory)
     con.print(f"KV cache per token: {_per_token(e.kv_bytes_per_token)} = {e.kv_formula}"
-              + (" (multi-head latent attention)" if e.attention == "mla" else ""), highlight=False)
+              + (" (multi-head latent attention)" if e.attention == "mla" else ""))
     if tp and e.kv_bytes_per_token_per_gpu * e.gpus != e.kv_bytes_per_token:
         why = "the latent is whole on every rank" if e.attention == "mla" else \
             "the KV heads do not split evenly over the GPUs: some are copied"
-        con.print(f"  on each GPU: {_per_token(e.kv_bytes_per_token_per_gpu)} ({why})", highlight=False)
+        con.print(f"  on each GPU: {_per_token(e.kv_bytes_per_token_per_gpu)} ({why})")
     if not e.fits:
         return
     gpus = TextTable()
@@ -66,4 +64,4 @@ def print_vram(e: VramEstimate, con: Console | None = None) -> None:
         card = f"{f.gpu_gib:g}" if not tp else f"{e.gpus} × {f.gpu_gib:g}"
         gpus.add_row(card, verdict, f"{f.max_concurrency:,}", f"{f.max_ctx:,}",
                      _gib(f.headroom_gib), cell_styles=(None, "green" if f.fits else "red", None, None, None))
-    gpus.print(con)
+    con.table(gpus)

@@ -7,10 +7,10 @@ import asyncio
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-import typer
+import click
 
 from netprobe.compare.load import read_key_file
 from netprobe.errors import UsageError
@@ -20,9 +20,6 @@ if TYPE_CHECKING:
     from netprobe.compare.report import CompareReport
     from netprobe.compare.request import Endpoint
     from netprobe.compare.run import Plan
-
-Opt = typer.Option
-
 
 def chat_url(url: str) -> str:
     """A base URL (http://host:8000, …/v1) or the full …/chat/completions: where to POST."""
@@ -64,41 +61,46 @@ def extra(text: str | None) -> dict[str, Any]:
     return value
 
 
-def compare(
-    urls: Annotated[list[str], typer.Argument(metavar="URL [URL…]", show_default=False,
-                                              help="OpenAI-compatible base URLs (or …/chat/completions); "
-                                                   "the first is the baseline")],
-    concurrency: Annotated[str | None, Opt("--concurrency", metavar="1,4,16",
-                                           help="levels: that many requests in flight (default 1)")] = None,
-    rate: Annotated[str | None, Opt("--rate", metavar="R[,R…]",
-                                    help="levels: requests per second, Poisson arrivals")] = None,
-    burstiness: Annotated[float, Opt("--burstiness", help="with --rate: gamma shape of the inter-arrival "
-                                     "times as vllm bench serve (1 Poisson, < 1 burstier)")] = 1.0,
-    seed: Annotated[int, Opt("--seed", help="arrival times and synthetic prompts")] = 0,
-    requests: Annotated[int, Opt("--requests", metavar="N", help="requests per level")] = 32,
-    warmup: Annotated[int, Opt("--warmup", metavar="N", help="requests before each level, not counted")] = 0,
-    prompt_words: Annotated[int, Opt("--prompt-words", metavar="N",
-                                     help="synthetic prompts of N words")] = 128,
-    output_tokens: Annotated[int, Opt("--output-tokens", metavar="N", help="max_tokens per request")] = 64,
-    prompts: Annotated[Path | None, Opt("--prompts", metavar="FILE.jsonl",
-                                        help='one {"prompt": …} or {"messages": […]} a line')] = None,
-    model: Annotated[str, Opt("--model", help="the request's model")] = "deepseek-chat",
-    api_key_file: Annotated[Path | None, Opt("--api-key-file", metavar="FILE", help="bearer key")] = None,
-    api_key_env: Annotated[str | None, Opt("--api-key-env", metavar="VAR", help="bearer key")] = None,
-    extra_body: Annotated[str | None, Opt("--extra-body", metavar="JSON",
-                                          help="more request body keys (ignore_eos, …)")] = None,
-    timeout: Annotated[float, Opt("--timeout", metavar="S", help="cap on one request")] = 120.0,
-    slo_ttft_ms: Annotated[float | None, Opt("--slo-ttft-ms", metavar="N", help="goodput's TTFT")] = None,
-    slo_tpot_ms: Annotated[float | None, Opt("--slo-tpot-ms", metavar="N", help="goodput's TPOT")] = None,
-    db: Annotated[str | None, Opt("--db", metavar="URL", help="agent data: take the route's network "
-                                  "floor off TTFT")] = None,
-    days: Annotated[int, Opt("--days", metavar="N", help="with --db: local days of data")] = 7,
-    window: Annotated[str, Opt("--window", metavar="START-END", help="with --db: the peak window")] = "20-23",
-    json_out: Annotated[bool, Opt("--json", help="one JSON object on stdout")] = False,
-    md_out: Annotated[bool, Opt("--md", help="the Markdown framework table")] = False,
-) -> None:
+@click.command("compare")
+@click.argument("urls", nargs=-1, required=True, metavar="URL [URL…]")
+@click.option("--concurrency", metavar="1,4,16", help="levels: that many requests in flight (default 1)")
+@click.option("--rate", metavar="R[,R…]", help="levels: requests per second, Poisson arrivals")
+@click.option("--burstiness", type=float, default=1.0, show_default=True, help="with --rate: gamma shape of "
+              "the inter-arrival times as vllm bench serve (1 Poisson, < 1 burstier)")
+@click.option("--seed", type=int, default=0, show_default=True, help="arrival times and synthetic prompts")
+@click.option("--requests", metavar="N", type=int, default=32, show_default=True, help="requests per level")
+@click.option("--warmup", metavar="N", type=int, default=0, show_default=True,
+              help="requests before each level, not counted")
+@click.option("--prompt-words", metavar="N", type=int, default=128, show_default=True,
+              help="synthetic prompts of N words")
+@click.option("--output-tokens", metavar="N", type=int, default=64, show_default=True,
+              help="max_tokens per request")
+@click.option("--prompts", metavar="FILE.jsonl", type=click.Path(path_type=Path),
+              help='one {"prompt": …} or {"messages": […]} a line')
+@click.option("--model", default="deepseek-chat", show_default=True, help="the request's model")
+@click.option("--api-key-file", metavar="FILE", type=click.Path(path_type=Path), help="bearer key")
+@click.option("--api-key-env", metavar="VAR", help="bearer key")
+@click.option("--extra-body", metavar="JSON", help="more request body keys (ignore_eos, …)")
+@click.option("--timeout", metavar="S", type=float, default=120.0, show_default=True,
+              help="cap on one request")
+@click.option("--slo-ttft-ms", metavar="N", type=float, help="goodput's TTFT")
+@click.option("--slo-tpot-ms", metavar="N", type=float, help="goodput's TPOT")
+@click.option("--db", metavar="URL", help="agent data: take the route's network floor off TTFT")
+@click.option("--days", metavar="N", type=int, default=7, show_default=True,
+              help="with --db: local days of data")
+@click.option("--window", metavar="START-END", default="20-23", show_default=True,
+              help="with --db: the peak window")
+@click.option("--json", "json_out", is_flag=True, help="one JSON object on stdout")
+@click.option("--md", "md_out", is_flag=True, help="the Markdown framework table")
+def compare(urls: tuple[str, ...], concurrency: str | None, rate: str | None, burstiness: float, seed: int,
+            requests: int, warmup: int, prompt_words: int, output_tokens: int, prompts: Path | None,
+            model: str, api_key_file: Path | None, api_key_env: str | None, extra_body: str | None,
+            timeout: float, slo_ttft_ms: float | None, slo_tpot_ms: float | None, db: str | None, days: int,
+            window: str, json_out: bool, md_out: bool) -> None:
     """Compare OpenAI-compatible endpoints with the same prompts: TTFT, TPOT, ITL, E2E, tokens/s,
-    goodput and errors per concurrency level or request rate."""
+    goodput and errors per concurrency level or request rate.
+
+    URL [URL…]: OpenAI-compatible base URLs (or …/chat/completions); the first is the baseline"""
     if json_out and md_out:
         raise UsageError("--json and --md: choose one")
     plan = _plan(concurrency, rate, burstiness, seed, requests, warmup, prompt_words, output_tokens,
@@ -114,7 +116,7 @@ def compare(
                               burstiness if rate else None))
     _print(report, json_out, md_out)
     if any(e.all_failed for e in report.endpoints):
-        raise typer.Exit(1)
+        raise click.exceptions.Exit(1)
 
 
 def _endpoint(url: str, model: str, key: str | None, body: dict[str, Any]) -> Endpoint:

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from netprobe.probes.render import console
-from netprobe.report.text_table import TextTable
+from netprobe.budget.table import screen
+from netprobe.textout import Out, TextTable
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from netprobe.compare.figures import LevelFigures, Pcts
     from netprobe.compare.report import CompareReport
 
@@ -46,7 +44,7 @@ def _goodput(lv: LevelFigures) -> str:
     return f"{lv.goodput:.2f}/s ({lv.slo_met_pct:.0f} %)"
 
 
-def print_compare(report: CompareReport, con: Console | None = None) -> None:
+def print_compare(report: CompareReport, con: Out | None = None) -> None:
     floors = any(e.floor is not None for e in report.endpoints)
     targets = (("TTFT", report.slo_ttft_ms), ("TPOT", report.slo_tpot_ms))
     slo = " · ".join(f"{k} ≤ {v:g} ms" for k, v in targets if v is not None)
@@ -69,19 +67,19 @@ def print_compare(report: CompareReport, con: Console | None = None) -> None:
                           pick(lv.request_tokens_per_s, "p50", 1), num(lv.requests_per_s, 2), _goodput(lv),
                           errors_text(lv), style="red" if lv.completed == 0 else None)
         table.add_section()
-    con = con or console()
-    table.print(con)
+    con = con or screen()
+    con.table(table)
     for e in report.endpoints:
         if e.floor is not None:
             f = e.floor
             con.print(f"{e.url}: network floor {f.rtt_p50_ms:.0f} ms (evening-peak {f.window} RTT P50 of "
                       f"target {f.target}, agent {f.agent}, {f.rounds} rounds) taken off TTFT: server = "
-                      "queue + prefill + first token", markup=False)
+                      "queue + prefill + first token")
         elif e.floor_note:
-            con.print(f"{e.url}: no network floor: {e.floor_note}", markup=False)
+            con.print(f"{e.url}: no network floor: {e.floor_note}")
         for lv in e.levels:
             for kind, text in sorted(lv.error_examples.items()):
-                con.print(f"{e.url} {level_label(lv)}: {kind}: {text}", markup=False, style="red")
+                con.print(f"{e.url} {level_label(lv)}: {kind}: {text}", "red")
 
 
 def markdown(report: CompareReport) -> str:

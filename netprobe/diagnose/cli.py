@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import typer
+import click
 
 from netprobe.errors import UsageError
 
@@ -43,44 +43,40 @@ def _extra_body(text: str | None) -> dict[str, Any] | None:
     return value
 
 
-def diagnose(
-    url: Annotated[str, typer.Argument(metavar="URL", show_default=False,
-                                       help="the SSE URL: an emitter's /sse or an OpenAI-style "
-                                            "/v1/chat/completions")],
-    mode: Annotated[str | None, typer.Option(
-        "--mode", metavar="emitter|openai",
-        help="what URL serves (default: openai for …/chat/completions, else emitter)")] = None,
-    ttft_ms: Annotated[float, typer.Option("--ttft-ms", metavar="N",
-                                           help="time-to-first-token target, ms")] = 1000.0,
-    tpot_ms: Annotated[float | None, typer.Option(
-        "--tpot-ms", metavar="N", help="time-per-output-token target, ms (checked against TPOT, gap P95 and "
-        "stalls)")] = None,
-    tls: Annotated[str, typer.Option("--tls", metavar="1.2|1.3",
-                                     help="TLS version of a new connection")] = "1.3",
-    keepalive: Annotated[bool, typer.Option("--keepalive", help="a warm connection: one round trip")] = False,
-    calls: Annotated[int, typer.Option("--calls", metavar="N",
-                                       help="model calls in series per answer (agent workflows)")] = 1,
-    db: Annotated[str | None, typer.Option(
-        "--db", metavar="URL", help="database with stored peak data (default: the agent's SQLite file, "
-        "if there is one)")] = None,
-    days: Annotated[int, typer.Option("--days", metavar="N", help="local days of stored data")] = 7,
-    window: Annotated[str, typer.Option("--window", metavar="START-END",
-                                        help="the peak window, agent-local hours")] = "20-23",
-    concurrency: Annotated[str, typer.Option("--concurrency", metavar="1,2,4,…",
-                                             help="sweep levels: that many streams at once")] = "1,2,4,8",
-    api_key_file: Annotated[str | None, typer.Option("--api-key-file", metavar="FILE",
-                                                     help="openai: file holding the API key")] = None,
-    model: Annotated[str | None, typer.Option("--model", help="openai: the request's model")] = None,
-    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="openai: the request's max_tokens")]
-    = None,
-    extra_body: Annotated[str | None, typer.Option(
-        "--extra-body", metavar="JSON", help="openai: more request body keys, a JSON object")] = None,
-    timeout: Annotated[str | None, typer.Option("--timeout", "-W", metavar="DURATION",
-                                                help="cap on one stream (default 30s)")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
-) -> None:
+@click.command("diagnose")
+@click.argument("url", metavar="URL")
+@click.option("--mode", metavar="emitter|openai",
+              help="what URL serves (default: openai for …/chat/completions, else emitter)")
+@click.option("--ttft-ms", metavar="N", type=float, default=1000.0, show_default=True,
+              help="time-to-first-token target, ms")
+@click.option("--tpot-ms", metavar="N", type=float, help="time-per-output-token target, ms (checked against "
+              "TPOT, gap P95 and stalls)")
+@click.option("--tls", metavar="1.2|1.3", default="1.3", show_default=True,
+              help="TLS version of a new connection")
+@click.option("--keepalive", is_flag=True, help="a warm connection: one round trip")
+@click.option("--calls", metavar="N", type=int, default=1, show_default=True,
+              help="model calls in series per answer (agent workflows)")
+@click.option("--db", metavar="URL", help="database with stored peak data (default: the agent's SQLite file, "
+              "if there is one)")
+@click.option("--days", metavar="N", type=int, default=7, show_default=True, help="local days of stored data")
+@click.option("--window", metavar="START-END", default="20-23", show_default=True,
+              help="the peak window, agent-local hours")
+@click.option("--concurrency", metavar="1,2,4,…", default="1,2,4,8", show_default=True,
+              help="sweep levels: that many streams at once")
+@click.option("--api-key-file", metavar="FILE", help="openai: file holding the API key")
+@click.option("--model", help="openai: the request's model")
+@click.option("--max-tokens", type=int, help="openai: the request's max_tokens")
+@click.option("--extra-body", metavar="JSON", help="openai: more request body keys, a JSON object")
+@click.option("--timeout", "-W", metavar="DURATION", help="cap on one stream (default 30s)")
+@click.option("--json", "json_out", is_flag=True, help="one JSON object on stdout")
+def diagnose(url: str, mode: str | None, ttft_ms: float, tpot_ms: float | None, tls: str, keepalive: bool,
+             calls: int, db: str | None, days: int, window: str, concurrency: str, api_key_file: str | None,
+             model: str | None, max_tokens: int | None, extra_body: str | None, timeout: str | None,
+             json_out: bool) -> None:
     """Diagnose a slow first token: network floor, one request, a concurrency sweep, then which segment
-    is over budget — route/region, model/framework, or capacity."""
+    is over budget — route/region, model/framework, or capacity.
+
+    URL: the SSE URL: an emitter's /sse or an OpenAI-style /v1/chat/completions"""
     from netprobe.budget.compute import budget_params
     from netprobe.compare.load import read_key_file
     from netprobe.probes.cli_common import build_settings
@@ -113,17 +109,17 @@ def diagnose(
     if json_out:
         sys.stdout.write(json.dumps(result.to_dict()) + "\n")
         sys.stdout.flush()
-    raise typer.Exit(0 if result.verdict.within_budget else 1)
+    raise click.exceptions.Exit(0 if result.verdict.within_budget else 1)
 
 
 async def _run(url: str, settings: SseSettings, params: BudgetParams, levels: list[int], db: str | None,
                days: int, window: str, json_out: bool) -> Diagnosis:
-    from netprobe.probes.render import console
+    from netprobe.budget.table import screen
 
     from .render import print_conclusion, print_step
     from .run import diagnose as run_diagnosis
 
-    con = None if json_out else console()
+    con = None if json_out else screen()
     show = None if con is None else (lambda step: print_step(con, step))
     result = await run_diagnosis(url, settings, params, levels, db=db, days=days, window=window, show=show)
     if con is not None:

@@ -4,43 +4,33 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
-import typer
+import click
 
-# The store stack is imported inside the command: `netprobe --help` should not pay for it. A plain
-# `report peak …` does not come here at all (netprobe.cli, report/run.py).
+# The store stack is imported inside the command (report/run.py): `netprobe --help` should not pay for it.
 
-app = typer.Typer(no_args_is_help=True, add_completion=False)
+app = click.Group("report", help="Reports from the hourly rollups (evening peak).", no_args_is_help=True)
 
 
-@app.callback()
-def _group() -> None:
-    """Reports computed from the hourly rollups."""
-
-
-@app.command()
-def peak(
-    db: Annotated[str | None, typer.Option(
-        "--db", metavar="URL", help="sqlite:///PATH or postgresql://USER@HOST/DB (default: the agent's "
-        "SQLite file under its state directory)")] = None,
-    days: Annotated[int, typer.Option("--days", metavar="N", help="local calendar days, today included")] = 7,
-    agent: Annotated[str | None, typer.Option("--agent", metavar="ID", help="only this agent")] = None,
-    region: Annotated[str | None, typer.Option("--region", metavar="R",
-                                               help="only agents of this region")] = None,
-    window: Annotated[str, typer.Option(
-        "--window", metavar="START-END",
-        help="peak window, local hours, half-open (22-2 crosses midnight)")] = "20-23",
-    offpeak: Annotated[str, typer.Option("--offpeak", metavar="START-END",
-                                         help="off-peak window to compare with")] = "3-6",
-    fmt: Annotated[str, typer.Option("--format", metavar="table|json|md|html")] = "table",
-    out: Annotated[Path | None, typer.Option("--out", metavar="FILE",
-                                             help="write here instead of stdout")] = None,
-    slo_ttft_ms: Annotated[float, typer.Option(
-        "--slo-ttft-ms", metavar="N", help="attainment: the share of requests (new TLS 1.3 connection, "
-        "server as openai-mode streams measured it, else none) with the first token within N ms")] = 1000.0,
-) -> None:
+@app.command("peak")
+@click.option("--db", metavar="URL", help="sqlite:///PATH or postgresql://USER@HOST/DB (default: the agent's "
+              "SQLite file under its state directory)")
+@click.option("--days", metavar="N", type=int, default=7, show_default=True,
+              help="local calendar days, today included")
+@click.option("--agent", metavar="ID", help="only this agent")
+@click.option("--region", metavar="R", help="only agents of this region")
+@click.option("--window", metavar="START-END", default="20-23", show_default=True,
+              help="peak window, local hours, half-open (22-2 crosses midnight)")
+@click.option("--offpeak", metavar="START-END", default="3-6", show_default=True,
+              help="off-peak window to compare with")
+@click.option("--format", "fmt", metavar="table|json|md|html", default="table", show_default=True)
+@click.option("--out", metavar="FILE", type=click.Path(path_type=Path), help="write here instead of stdout")
+@click.option("--slo-ttft-ms", metavar="N", type=float, default=1000.0, show_default=True,
+              help="attainment: the share of requests (new TLS 1.3 connection, server as openai-mode streams "
+              "measured it, else none) with the first token within N ms")
+def peak(db: str | None, days: int, agent: str | None, region: str | None, window: str, offpeak: str,
+         fmt: str, out: Path | None, slo_ttft_ms: float) -> None:
     """Evening peak vs off-peak per agent × target, in each agent's own time zone."""
-    from netprobe.report.run import peak as run_peak  # also netprobe.cli's way without typer
+    from netprobe.report.run import peak as run_peak
 
     run_peak(db, days, agent, region, window, offpeak, fmt, out, slo_ttft_ms)

@@ -1,11 +1,8 @@
-"""The report as a table for people (laid out by netprobe.report.text_table)."""
+"""The report as a table for people (laid out by netprobe.textout)."""
 
 from __future__ import annotations
 
-from rich import box
-from rich.console import Console
-
-from netprobe.report.text_table import TextTable
+from netprobe.textout import SIMPLE_HEAD, Out, TextTable
 
 from .columns import columns as report_columns
 from .columns import empty_message, title
@@ -16,7 +13,7 @@ CAPTION = "≠: detected line differs from the declared one; figures of the peak
 
 def table(report: PeakReport) -> TextTable:
     columns = [c for c in report_columns(report.rows) if c.terminal]
-    t = TextTable(title=title(report), caption=CAPTION, box=box.SIMPLE_HEAD, collapse_padding=True)
+    t = TextTable(title=title(report), caption=CAPTION, box=SIMPLE_HEAD, collapse_padding=True)
     for col in columns:
         t.add_column(col.head, justify="right" if col.numeric else "left")
     region: str | None = None
@@ -28,12 +25,12 @@ def table(report: PeakReport) -> TextTable:
     return t
 
 
-def print_table(report: PeakReport, console: Console) -> None:
+def print_table(report: PeakReport, console: Out) -> None:
     if report.note:
-        console.print(report.note, highlight=False, markup=False)
+        console.print(report.note)
     if not report.rows:
-        console.print(empty_message(report), highlight=False, markup=False)
+        console.print(empty_message(report))
         return
-    table(report).print(console)
+    console.table(table(report))
     for warning in report.warnings:
-        console.print(f"warning: {warning}", highlight=False, markup=False)
+        console.print(f"warning: {warning}")

@@ -1,6 +1,4 @@
-"""`netprobe report peak`'s body, without typer: netprobe.cli runs a plain `report peak …` from here
-without building the command tree (netprobe.plain_args), and the typer command (report/cli.py) calls
-the same function, so both ways print the same."""
+"""`netprobe report peak`'s body (the click command is report/cli.py), and its SLO for the dashboard."""
 
 from __future__ import annotations
 
@@ -8,12 +6,11 @@ import asyncio
 import contextlib
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from netprobe.errors import UsageError
 
 if TYPE_CHECKING:
-    from netprobe.plain_args import Kind
     from netprobe.report.peak import PeakReport
     from netprobe.report.slo import SloRequest
     from netprobe.report.windows import HourWindow
@@ -21,21 +18,6 @@ if TYPE_CHECKING:
 # The store stack is imported inside the functions: `netprobe --help` should not pay for it.
 
 FORMATS = ("table", "json", "md", "html")
-# What `report peak` takes (netprobe.plain_args), by the typer command's option names.
-OPTIONS: dict[str, tuple[str, Kind]] = {
-    "--db": ("db", "str"), "--days": ("days", "int"), "--agent": ("agent", "str"),
-    "--region": ("region", "str"), "--window": ("window", "str"), "--offpeak": ("offpeak", "str"),
-    "--format": ("fmt", "str"), "--out": ("out", "str"), "--slo-ttft-ms": ("slo_ttft_ms", "float")}
-
-
-def plain_peak(args: list[str]) -> dict[str, Any] | None:
-    """peak()'s keyword arguments from the words after `report peak`, when they are plain."""
-    from netprobe.plain_args import plain_options
-
-    got = plain_options(args, OPTIONS)
-    if got is not None and "out" in got:
-        got["out"] = Path(got["out"])
-    return got
 
 
 def peak(db: str | None = None, days: int = 7, agent: str | None = None, region: str | None = None,
@@ -80,16 +62,15 @@ async def _compute(db: str | None, days: int, window: HourWindow, offpeak: HourW
 
 def _emit(report: PeakReport, fmt: str, out: Path | None) -> None:
     if fmt == "table":
-        from rich.console import Console
-
-        from netprobe.probes.render import console
+        from netprobe.budget.table import screen
         from netprobe.report.render_table import print_table
+        from netprobe.textout import Out
 
         if out is None:
-            print_table(report, console())
+            print_table(report, screen())
             return
         with _open(out) as fh:
-            print_table(report, Console(emoji=False, file=fh, width=240, no_color=True, highlight=False))
+            print_table(report, Out(file=fh, width=240, color=False))
         print(f"wrote {out}", file=sys.stderr)
         return
     with _open(out) if out is not None else contextlib.nullcontext(sys.stdout) as fh:
@@ -118,4 +99,4 @@ def _open(path: Path) -> TextIO:
         raise UsageError(f"--out: {path}: {exc.strerror or exc}") from None
 
 
-__all__ = ["FORMATS", "OPTIONS", "peak", "plain_peak"]
+__all__ = ["FORMATS", "peak", "slo_request"]

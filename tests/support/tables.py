@@ -1,5 +1,6 @@
 """Report and budget rows made up directly (no store), and the rich Table code the terminal tables were
-printed with before report/text_table.py: the reference the tests and bench/table_render.py compare with."""
+printed with before netprobe.textout: the reference tests/unit/test_textout.py and bench/table_render.py
+compare with (rich is a dev dependency only)."""
 
 from __future__ import annotations
 

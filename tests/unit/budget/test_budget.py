@@ -100,10 +100,18 @@ def test_budget_command_takes_the_floor_from_the_peak_report(tmp_path: Path) -> 
                            "--calls", "4", "--json").stdout)
     hk = next(r for r in warm["rows"] if r["target"] == "hk-cn2")
     assert hk["round_trips"] == 1 and hk["network_ms"] == pytest.approx(4 * peak["hk-cn2"]["rtt_p95_ms"])
+    tls12 = json.loads(_cli("budget", "--db", url, "--ttft-ms", "800", "--tls", "1.2", "--calls", "2",
+                            "--region", "cn-east", "--json").stdout)
+    assert tls12["rows"] and tls12["tls"] == "1.2"
     table = _cli("budget", "--db", url, "--ttft-ms", "1000", "--days", "2")
     assert table.returncode == 0 and "hk-cn2" in table.stdout and "feasible" in table.stdout
+    assert "floor p95" in table.stdout
     bad = _cli("budget", "--db", url, "--ttft-ms", "1000", "--tls", "1.1")
     assert bad.returncode == 2 and "--tls" in bad.stderr
+    none = _cli("budget", "--db", url)
+    assert none.returncode == 2 and "--ttft-ms" in none.stderr and "Traceback" not in none.stderr
+    typed = _cli("budget", "--db", url, "--calls", "x")      # click's message
+    assert typed.returncode == 2 and "valid integer" in " ".join(typed.stderr.split())
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

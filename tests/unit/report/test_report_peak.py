@@ -4,6 +4,7 @@ the same samples, windows in each agent's zone (midnight, DST), worst hour, rank
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import subprocess
@@ -15,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rich.console import Console
 
 from netprobe.report.peak import PeakReport, compute, peak_rows
 from netprobe.report.ranking import LOSS_PENALTY_MS_PER_PCT
@@ -23,6 +23,7 @@ from netprobe.report.render_md import markdown
 from netprobe.report.render_table import print_table
 from netprobe.report.rows import PeakRow
 from netprobe.store import Store, open_store
+from netprobe.textout import Out
 from tests.support.report import (
     AGENTS,
     ICMP_TARGETS,
@@ -271,9 +272,9 @@ async def test_markdown_and_table(store: Store) -> None:
     assert "| cn-east | 1 | sh-ct-1 | tyo-cn2 | tyo | cn2-gia | cn2-gt ≠ |" in md[4]
     assert "Evening peak 20:00–23:00 vs off-peak 03:00–06:00" in md[0]
 
-    console = Console(record=True, width=260, color_system=None)
-    print_table(report, console)
-    text = console.export_text()
+    buf = io.StringIO()
+    print_table(report, Out(file=buf, width=260, color=False))
+    text = buf.getvalue()
     assert "Evening peak 20:00–23:00" in text and "worst hour (local)" in text
     for target in (*ICMP_TARGETS, MTR_ONLY):
         assert target in text
@@ -287,9 +288,9 @@ async def test_empty_database(tmp_path: Path) -> None:
     finally:
         await store.close()
     assert report.rows == [] and _json(report)["rows"] == []
-    console = Console(record=True, width=200)
-    print_table(report, console)
-    assert "no hourly rollups in the last 7 local days" in console.export_text()
+    buf = io.StringIO()
+    print_table(report, Out(file=buf, width=200, color=False))
+    assert "no hourly rollups in the last 7 local days" in buf.getvalue()
     assert "nothing to report" in markdown(report)
 
 
@@ -357,6 +358,10 @@ def test_cli_formats_out_and_errors(live_db: tuple[str, datetime], tmp_path: Pat
     assert "Both directions" not in out.read_text()            # no owd rounds: no per-direction chart
     bad = _cli("--db", url, "--window", "20-20")
     assert bad.returncode == 2 and "--window" in bad.stderr and "Traceback" not in bad.stderr
+    slo = _cli("--db", url, "--slo-ttft-ms", "0")
+    assert slo.returncode == 2 and "--slo-ttft-ms" in slo.stderr
+    typed = _cli("--db", url, "--days", "x")            # click's message
+    assert typed.returncode == 2 and "valid integer" in " ".join(typed.stderr.split())
     assert _cli("--db", url, "--format", "xml").returncode == 2
     assert _cli("--db", url, "--days", "0").returncode == 2
 

@@ -4,17 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from netprobe.textout import Out, TextTable, console_width
+from netprobe.textout import Out, TextTable
 
 if TYPE_CHECKING:
     from netprobe.budget.compute import BudgetParams, BudgetRow
     from netprobe.report.slo import SloRequest
-
-
-def screen() -> Out:
-    """Stdout; piped, 240 columns wide as it was with rich, so that titles wrap at the table, not at 80."""
-    out = Out()
-    return out if out.terminal else Out(width=max(console_width(), 240))
 
 
 def ms(v: float | None) -> str:
@@ -50,7 +44,7 @@ def print_slo(rows: list[BudgetRow], slo: SloRequest, con: Out | None = None) ->
                       "network over" if budget is None else ms(budget), s.server,
                       "–" if worst is None else f"{worst[1]:02d}:00 {worst[0]:.1f}",
                       cell_styles=(None, None, None, None, "green" if ok else "red", *(None,) * 7))
-    (con or screen()).table(table)
+    (con or Out()).table(table)
 
 
 def print_budget(rows: list[BudgetRow], p: BudgetParams, con: Out | None = None,
@@ -74,7 +68,7 @@ def print_budget(rows: list[BudgetRow], p: BudgetParams, con: Out | None = None,
         table.add_row(r.region, str(r.rank), r.target, r.line, ms(r.network_floor_ms), ms(r.network_ms),
                       ms(r.jitter_margin_ms), gpu, tpot, verdict,
                       cell_styles=(*plain, "green" if r.feasible else "red"))
-    con = con or screen()
+    con = con or Out()
     con.table(table)
     if not rows:
         con.print("no peak-window RTT in the chosen days: nothing to budget")

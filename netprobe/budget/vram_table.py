@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from netprobe.budget.table import screen
 from netprobe.budget.vram import gib
 from netprobe.textout import Out, TextTable
 
@@ -21,7 +20,7 @@ def _per_token(n: int) -> str:
 
 
 def print_vram(e: VramEstimate, con: Out | None = None) -> None:
-    con = con or screen()
+    con = con or Out()
     who = e.model or "model"
     seqs = f"{e.concurrency:,} sequence{'s' * (e.concurrency != 1)} × {e.ctx:,} tokens"
     tp = e.gpus > 1

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from netprobe.budget.table import screen
 from netprobe.textout import Out, TextTable
 
 if TYPE_CHECKING:
@@ -67,7 +66,7 @@ def print_compare(report: CompareReport, con: Out | None = None) -> None:
                           pick(lv.request_tokens_per_s, "p50", 1), num(lv.requests_per_s, 2), _goodput(lv),
                           errors_text(lv), style="red" if lv.completed == 0 else None)
         table.add_section()
-    con = con or screen()
+    con = con or Out()
     con.table(table)
     for e in report.endpoints:
         if e.floor is not None:

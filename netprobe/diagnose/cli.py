@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import click
 
 from netprobe.errors import UsageError
+from netprobe.textout import Out
 
 if TYPE_CHECKING:
     from netprobe.budget.compute import BudgetParams
@@ -114,12 +115,11 @@ def diagnose(url: str, mode: str | None, ttft_ms: float, tpot_ms: float | None, 
 
 async def _run(url: str, settings: SseSettings, params: BudgetParams, levels: list[int], db: str | None,
                days: int, window: str, json_out: bool) -> Diagnosis:
-    from netprobe.budget.table import screen
 
     from .render import print_conclusion, print_step
     from .run import diagnose as run_diagnosis
 
-    con = None if json_out else screen()
+    con = None if json_out else Out()
     show = None if con is None else (lambda step: print_step(con, step))
     result = await run_diagnosis(url, settings, params, levels, db=db, days=days, window=window, show=show)
     if con is not None:

@@ -3,19 +3,13 @@ Figures are rounded here, for display only; JSON keeps full precision."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 
 from netprobe.probes.results import ProbeResult
 from netprobe.stats import RttStats
-from netprobe.textout import Out, TextTable, console_width, style
+from netprobe.textout import Out, TextTable, style
 
 STAT_COLUMNS = ("min", "avg", "p50", "p95", "max", "stdev")
-
-
-def console() -> Out:
-    """Stdout; when piped, wide enough that titles are not wrapped at 80 columns."""
-    return Out() if sys.stdout.isatty() else Out(width=max(console_width(), 240))
 
 
 def ms(value: float | None) -> str:
@@ -51,7 +45,7 @@ def new_table(title: str, head: Sequence[str]) -> TextTable:
 
 def print_table(table: TextTable, results: Sequence[ProbeResult]) -> None:
     """The table, then one line per failed target with its full error message."""
-    out = console()
+    out = Out()
     out.table(table)
     for r in results:
         if r.status != "ok" and r.error:

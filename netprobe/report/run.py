@@ -62,12 +62,11 @@ async def _compute(db: str | None, days: int, window: HourWindow, offpeak: HourW
 
 def _emit(report: PeakReport, fmt: str, out: Path | None) -> None:
     if fmt == "table":
-        from netprobe.budget.table import screen
         from netprobe.report.render_table import print_table
         from netprobe.textout import Out
 
         if out is None:
-            print_table(report, screen())
+            print_table(report, Out())
             return
         with _open(out) as fh:
             print_table(report, Out(file=fh, width=240, color=False))

@@ -25,7 +25,6 @@ from netprobe.probes.cli_common import (
 )
 from netprobe.probes.mtr.hop_table import asn_db_opt, city_db_opt, mtr_table, open_geoip
 from netprobe.probes.mtr.runtime import MtrResult, MtrSettings, trace
-from netprobe.probes.render import console
 from netprobe.textout import Out, TextTable, style
 
 
@@ -74,7 +73,7 @@ async def _run_mtr(target: ProbeTarget, settings: MtrSettings, asn_db: str | Non
     try:
         if not live:
             return await trace(target, settings, ctx)
-        out = console()
+        out = Out()
         with _Live(out) as view:
             result = await trace(target, settings, ctx, on_update=lambda r: view.update(mtr_table(r)))
             view.update(mtr_table(result))

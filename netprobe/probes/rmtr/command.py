@@ -24,9 +24,8 @@ from netprobe.probes.cli_common import (
     v6_opt,
 )
 from netprobe.probes.mtr.hop_table import asn_db_opt, city_db_opt, mtr_table, open_geoip
-from netprobe.probes.render import console
 from netprobe.probes.rmtr.runtime import RmtrResult, RmtrSettings, run
-from netprobe.textout import TextTable, style
+from netprobe.textout import Out, TextTable, style
 
 _FLAGS = {"cycles": "--cycles", "interval": "--interval", "timeout": "--timeout", "mode": "--mode"}
 
@@ -73,7 +72,7 @@ def command(url: str, cycles: int | None, interval: str | None, timeout: str | N
         sys.stdout.write(json.dumps(result.to_dict()) + "\n")
         sys.stdout.flush()
     else:
-        out = console()
+        out = Out()
         out.table(rmtr_table(result))
         if result.status != "ok" and result.error:
             out.print(style(f"{url}:", "red") + f" {result.error}")

@@ -13,7 +13,7 @@ import click
 from netprobe.errors import UsageError
 from netprobe.probes.base import ProbeCli, ProbeTarget
 from netprobe.probes.cli_common import build_settings, emit, json_opt, run_targets
-from netprobe.probes.render import add_status_row, console, ms, new_table
+from netprobe.probes.render import add_status_row, ms, new_table
 from netprobe.probes.results import ProbeResult
 from netprobe.probes.sse.runtime import (
     SseResult,
@@ -24,7 +24,7 @@ from netprobe.probes.sse.runtime import (
     run,
     sweep,
 )
-from netprobe.textout import TextTable
+from netprobe.textout import Out, TextTable
 
 
 def table(results: Sequence[ProbeResult]) -> TextTable:
@@ -78,7 +78,7 @@ def command(url: str, mode: str | None, timeout: str | None, concurrency: str | 
         if as_json:
             sys.stdout.write(json.dumps(report.to_dict()) + "\n")
         else:
-            console().table(sse_sweep_table(report))
+            Out().table(sse_sweep_table(report))
         raise click.exceptions.Exit(0 if all(lv.errors == 0 for lv in report.levels) else 1)
     target = ProbeTarget(id=url, host=urlsplit(url).hostname or url, url=url)
     results = asyncio.run(run_targets(run, [target], settings))

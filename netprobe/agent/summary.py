@@ -5,12 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
 from netprobe.config.agent import Config
 from netprobe.stats import jitter, loss_pct, rtt_stats
 from netprobe.store import Envelope, open_store
+from netprobe.textout import Out, TextTable
 
 
 def _fmt(v: float | None) -> str:
@@ -36,7 +34,7 @@ def summarise(envelopes: list[Envelope]) -> dict[str, Any]:
 async def print_summary(cfg: Config, since: datetime, db_url: str | None) -> None:
     store = await open_store(db_url)
     try:
-        table = Table(title=f"measured since {since:%H:%M:%S} UTC — read back from {store.display_url}")
+        table = TextTable(title=f"measured since {since:%H:%M:%S} UTC — read back from {store.display_url}")
         for col in ("target", "probe", "line", "rounds", "sent", "loss %", "p50 ms", "p95 ms", "avg ms",
                     "stdev ms", "jitter ms"):
             table.add_column(col, justify="left" if col in ("target", "probe", "line") else "right")
@@ -48,9 +46,9 @@ async def print_summary(cfg: Config, since: datetime, db_url: str | None) -> Non
                           _fmt(s["loss_pct"]), _fmt(rtt.p50 if rtt else None), _fmt(rtt.p95 if rtt else None),
                           _fmt(rtt.avg if rtt else None), _fmt(rtt.stdev if rtt else None),
                           _fmt(s["jitter_ms"]))
-        out = Console(emoji=False)
-        if not out.is_terminal:  # piped or captured: don't squeeze the table into 80 columns
-            out = Console(emoji=False, width=200)
-        out.print(table)
+        out = Out()
+        if not out.terminal:  # piped or captured: the title wraps at the table's width, not at 80 columns
+            out = Out(width=200)
+        out.table(table)
     finally:
         await store.close()

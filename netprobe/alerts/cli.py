@@ -6,19 +6,15 @@ import asyncio
 from datetime import timedelta
 from pathlib import Path
 
-import typer
+import click
 
-app = typer.Typer(no_args_is_help=True, add_completion=False)
-
-
-@app.callback()
-def _group() -> None:
-    """Alert notifiers."""
+app = click.Group("alerts", help="Alert notifiers: send a test message through each.")
 
 
 @app.command("test")
-def test(config: Path = typer.Option(..., "--config", help="agent or collector configuration (TOML)",
-                                     show_default=False)) -> None:
+@click.option("--config", type=click.Path(path_type=Path), required=True,
+              help="agent or collector configuration (TOML)")
+def test(config: Path) -> None:
     """Send one test message (a firing alert named netprobe-test) through each configured notifier and
     print OK or the error per notifier; exit 1 if any failed, 2 on a bad configuration."""
     # lazily: pydantic, aiohttp and the config models are slow to import for every `netprobe` command
@@ -38,8 +34,8 @@ def test(config: Path = typer.Option(..., "--config", help="agent or collector c
         agent_cfg = load_config(config)
         notifiers, source = agent_cfg.notifiers, agent_cfg.agent.id
     if not notifiers:
-        typer.echo(f"{config}: no [[notifiers]] configured")
-        raise typer.Exit(1)
+        click.echo(f"{config}: no [[notifiers]] configured")
+        raise click.exceptions.Exit(1)
     now = utc_now()
     rule = AlertRule(name="netprobe-test", metric="loss_pct", op=">", threshold=1.0, clear_threshold=0.5,
                      window=300.0, for_windows=1, notify=tuple(n.name for n in notifiers), severity="info")
@@ -52,6 +48,6 @@ def test(config: Path = typer.Option(..., "--config", help="agent or collector c
     for cfg in notifiers:
         outcome = outcomes[cfg.name]
         failed += not outcome.ok
-        typer.echo(f"{cfg.name} ({cfg.kind}): " + ("OK" if outcome.ok else f"FAILED: {outcome.error}"))
+        click.echo(f"{cfg.name} ({cfg.kind}): " + ("OK" if outcome.ok else f"FAILED: {outcome.error}"))
     if failed:
-        raise typer.Exit(1)
+        raise click.exceptions.Exit(1)

@@ -8,10 +8,11 @@ import gc
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-import typer
-from rich.console import Console
+import click
+
+from netprobe.textout import Out, TextTable
 
 if TYPE_CHECKING:
     from netprobe.collector.tokens import Tokens
@@ -19,20 +20,20 @@ if TYPE_CHECKING:
     from netprobe.config.collector import CollectorConfig
     from netprobe.store import Store
 
-app = typer.Typer(no_args_is_help=True, add_completion=False)
+
+class _Group(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)  # in the order defined (click would sort them)
+
+
+app = _Group("collector", help="Run the central collector; manage agent tokens.")
 T = TypeVar("T")
 
-ConfigOption = Annotated[Path, typer.Option("--config", "-c", metavar="FILE",
-                                            help="collector configuration (TOML)")]
-ViewerArg = Annotated[str, typer.Argument(metavar="NAME", help="the viewer's name (the HTTP Basic user)",
-                                          show_default=False)]
-AgentArg = Annotated[str, typer.Argument(metavar="AGENT_ID", help="the agent's id (agent.id in its config)",
-                                         show_default=False)]
-
-
-@app.callback()
-def _group() -> None:
-    """Central ingest service: authenticated results from many agents into one database."""
+config_option = click.option("--config", "-c", "config", type=click.Path(path_type=Path), required=True,
+                             metavar="FILE", help="collector configuration (TOML)")
+viewer_arg = click.argument("name", metavar="NAME")
+agent_arg = click.argument("agent_id", metavar="AGENT_ID")
+json_option = click.option("--json", "as_json", is_flag=True, default=False, help="one JSON object on stdout")
 
 
 def _config(path: Path) -> CollectorConfig:
@@ -70,12 +71,13 @@ def _with_store(path: Path, work: Callable[[Store], Awaitable[T]]) -> T:
     return asyncio.run(go())
 
 
-def _err() -> Console:
-    return Console(emoji=False, stderr=True, soft_wrap=True, highlight=False, markup=False)
+def _err() -> Out:
+    return Out(err=True)
 
 
 @app.command("run")
-def run(config: ConfigOption) -> None:
+@config_option
+def run(config: Path) -> None:
     """Serve POST /api/v1/results, /healthz and /metrics (SIGTERM: finish requests, flush, exit 0)."""
     from netprobe.collector.server import run as serve
     from netprobe.logs import setup_logging
@@ -86,14 +88,18 @@ def run(config: ConfigOption) -> None:
     # and never again over the libraries loaded by now (several % of ingest CPU otherwise).
     gc.freeze()
     gc.set_threshold(10_000, 10, 10)
-    raise typer.Exit(asyncio.run(serve(cfg)))
+    raise click.exceptions.Exit(asyncio.run(serve(cfg)))
 
 
 @app.command("add-agent")
-def add_agent(agent_id: AgentArg, config: ConfigOption) -> None:
+@agent_arg
+@config_option
+def add_agent(agent_id: str, config: Path) -> None:
     """Issue AGENT_ID a bearer token and print it as the last line of stdout (shown only once).
 
-    An agent that already has one gets a new token: the old one stops working at once."""
+    An agent that already has one gets a new token: the old one stops working at once.
+
+    AGENT_ID: the agent's id (agent.id in its config)."""
     from netprobe.collector.tokens import check_agent_id
 
     check_agent_id(agent_id)
@@ -104,40 +110,48 @@ def add_agent(agent_id: AgentArg, config: ConfigOption) -> None:
     else:
         err.print(f"agent {agent_id}: token issued")
     err.print("Store it now (e.g. the agent's [uplink] token_file); it cannot be shown again.")
-    typer.echo(token)
+    click.echo(token)
 
 
 @app.command("revoke-agent")
-def revoke_agent(agent_id: AgentArg, config: ConfigOption) -> None:
-    """Revoke AGENT_ID's token: its requests are refused (401) from now on. add-agent issues a new one."""
+@agent_arg
+@config_option
+def revoke_agent(agent_id: str, config: Path) -> None:
+    """Revoke AGENT_ID's token: its requests are refused (401) from now on. add-agent issues a new one.
+
+    AGENT_ID: the agent's id (agent.id in its config)."""
     record, was_live = _with_tokens(config, lambda t: t.revoke(agent_id))
     when = record.to_dict()["revoked_at"]
-    typer.echo(f"agent {agent_id}: token revoked" if was_live else
+    click.echo(f"agent {agent_id}: token revoked" if was_live else
                f"agent {agent_id}: token already revoked (since {when})")
 
 
 @app.command("list-agents")
-def list_agents(config: ConfigOption,
-                as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout")) -> None:
+@config_option
+@json_option
+def list_agents(config: Path, as_json: bool) -> None:
     """Agents that have a token: created, revoked, last used (never the token or its hash)."""
-    from rich.table import Table
-
     records = [r.to_dict() for r in _with_tokens(config, lambda t: t.list())]
     if as_json:
-        typer.echo(json.dumps({"agents": records}))
+        click.echo(json.dumps({"agents": records}))
         return
-    table = Table("agent", "created", "revoked", "last used", box=None, pad_edge=False)
+    if not records:
+        Out().print("no agents have a token; add one with `netprobe collector add-agent`")
+        return
+    table = _table("agent", "created", "revoked", "last used")
     for r in records:
         table.add_row(r["id"], r["created_at"], r["revoked_at"] or "-", r["last_used_at"] or "never")
-    out = Console(emoji=False, soft_wrap=True, highlight=False)
-    out.print(table if records else "no agents have a token; add one with `netprobe collector add-agent`",
-              markup=False)
+    Out().table(table)
 
 
 @app.command("add-viewer")
-def add_viewer(name: ViewerArg, config: ConfigOption) -> None:
+@viewer_arg
+@config_option
+def add_viewer(name: str, config: Path) -> None:
     """Let NAME read the dashboard: prints its secret (the HTTP Basic password) as the last line of
-    stdout, shown only once. A viewer that already has one gets a new secret: the old one stops working."""
+    stdout, shown only once. A viewer that already has one gets a new secret: the old one stops working.
+
+    NAME: the viewer's name (the HTTP Basic user)."""
     from netprobe.collector.viewers import check_viewer_name
 
     check_viewer_name(name)
@@ -148,29 +162,41 @@ def add_viewer(name: ViewerArg, config: ConfigOption) -> None:
     if not _config(config).dashboard.enabled:
         err.print("note: the dashboard is off; set [dashboard] enabled = true in the collector's config")
     err.print(f"Log in to the dashboard as {name!r} with this secret; it cannot be shown again.")
-    typer.echo(secret)
+    click.echo(secret)
 
 
 @app.command("revoke-viewer")
-def revoke_viewer(name: ViewerArg, config: ConfigOption) -> None:
-    """Revoke NAME: the dashboard refuses it (401) from now on. add-viewer issues a new secret."""
+@viewer_arg
+@config_option
+def revoke_viewer(name: str, config: Path) -> None:
+    """Revoke NAME: the dashboard refuses it (401) from now on. add-viewer issues a new secret.
+
+    NAME: the viewer's name (the HTTP Basic user)."""
     record, was_live = _with_viewers(config, lambda v: v.revoke(name))
     when = record.to_dict()["revoked_at"]
-    typer.echo(f"viewer {name}: revoked" if was_live else f"viewer {name}: already revoked (since {when})")
+    click.echo(f"viewer {name}: revoked" if was_live else f"viewer {name}: already revoked (since {when})")
 
 
 @app.command("list-viewers")
-def list_viewers(config: ConfigOption,
-                 as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout")) -> None:
+@config_option
+@json_option
+def list_viewers(config: Path, as_json: bool) -> None:
     """Dashboard viewers: created, revoked (never the secret or its hash)."""
-    from rich.table import Table
-
     records = [r.to_dict() for r in _with_viewers(config, lambda v: v.list())]
     if as_json:
-        typer.echo(json.dumps({"viewers": records}))
+        click.echo(json.dumps({"viewers": records}))
         return
-    table = Table("viewer", "created", "revoked", box=None, pad_edge=False)
+    if not records:
+        Out().print("no viewers; add one with `netprobe collector add-viewer`")
+        return
+    table = _table("viewer", "created", "revoked")
     for r in records:
         table.add_row(r["name"], r["created_at"], r["revoked_at"] or "-")
-    out = Console(emoji=False, soft_wrap=True, highlight=False)
-    out.print(table if records else "no viewers; add one with `netprobe collector add-viewer`", markup=False)
+    Out().table(table)
+
+
+def _table(*heads: str) -> TextTable:
+    table = TextTable(box=None)
+    for head in heads:
+        table.add_column(head)
+    return table

@@ -5,13 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+import click
 
 from netprobe.config.loader import is_collector_file
 from netprobe.errors import ConfigError
+from netprobe.textout import Out, TextTable
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -19,22 +17,19 @@ if TYPE_CHECKING:
     from netprobe.config.agent import Config
     from netprobe.config.alerts import NotifierConfig
 
-app = typer.Typer(no_args_is_help=True, add_completion=False)
-
-
-@app.callback()
-def _group() -> None:
-    """Validate configuration files."""
+app = click.Group("config", help="Validate configuration files.")
 
 
 @app.command("check")
-def check(file: Path = typer.Argument(..., help="agent or collector configuration (TOML)",
-                                      show_default=False)) -> None:
+@click.argument("file", type=click.Path(path_type=Path))
+def check(file: Path) -> None:
     """Validate FILE (an agent's, or a collector's: one with a collector section): print OK and a summary,
-    or every problem (one per line) and exit 2."""
+    or every problem (one per line) and exit 2.
+
+    FILE: agent or collector configuration (TOML)."""
     from netprobe.config.agent import load_config  # lazily: pydantic model building is slow to import
 
-    out = Console(emoji=False, soft_wrap=True, highlight=False)
+    out = Out()
     try:
         if is_collector_file(file):
             _check_collector(file, out)
@@ -42,22 +37,21 @@ def check(file: Path = typer.Argument(..., help="agent or collector configuratio
         config = load_config(file)
         _check_files(config, str(file))
     except ConfigError as exc:
-        err = Console(emoji=False, stderr=True, soft_wrap=True, highlight=False, markup=False)
+        err = Out(err=True)
         n = len(exc.problems)
         err.print(f"{exc.source}: {n} problem{'s' if n != 1 else ''}")
         for problem in exc.problems:
             err.print(problem)
-        raise typer.Exit(exc.exit_code) from None
-    out.print(_summary(config))
+        raise click.exceptions.Exit(exc.exit_code) from None
+    out.table(_summary(config))
     enabled = sum(1 for t in config.targets if t.enabled)
     jobs = sum(1 for _ in config.jobs())
     disabled = len(config.targets) - enabled
     note = f" ({disabled} disabled)" if disabled else ""
-    out.print(f"OK: {len(config.targets)} targets{note}, {jobs} jobs", markup=False)
+    out.print(f"OK: {len(config.targets)} targets{note}, {jobs} jobs")
 
 
-
-def _check_collector(file: Path, out: Console) -> None:
+def _check_collector(file: Path, out: Out) -> None:
     from netprobe.config.collector import load_collector_config
     from netprobe.store.urls import display_url
 
@@ -67,7 +61,7 @@ def _check_collector(file: Path, out: Console) -> None:
         raise ConfigError(problems, source=str(file))
     influx = cfg.influxdb.url or "off"
     out.print(f"OK: collector on {cfg.collector.listen}, database {display_url(cfg.storage.url)}, "
-              f"influxdb {influx}", markup=False)
+              f"influxdb {influx}")
 
 
 def _secret_files(notifiers: Sequence[NotifierConfig]) -> list[tuple[str, str]]:
@@ -102,20 +96,18 @@ def _check_files(config: Config, source: str) -> None:
         raise ConfigError(problems, source=source)
 
 
-def _summary(config: Config) -> Table:
+def _summary(config: Config) -> TextTable:
     a = config.agent
-    title = escape(f"agent {a.id} · {a.region} · {a.isp} · {a.timezone}")
-    table = Table(title=title, title_justify="left")
+    table = TextTable(title=f"agent {a.id} · {a.region} · {a.isp} · {a.timezone}")
     for column in ("target", "host", "datacenter", "line", "family", "probes"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column)
     for target in config.targets:
         probes = ", ".join(
             f"{name} every {_seconds(config.probe_settings(target, name).every)}"
             for name in target.probes)
         if not target.enabled:
             probes = f"(disabled) {probes}"
-        table.add_row(*(escape(cell) for cell in (target.id, target.host, target.datacenter, target.line,
-                                                  target.family, probes)))
+        table.add_row(target.id, target.host, target.datacenter, target.line, target.family, probes)
     return table
 
 

@@ -18,8 +18,6 @@ from pathlib import Path
 from types import FrameType
 from zoneinfo import ZoneInfo
 
-from rich.console import Console
-
 from netprobe.alerts.formats import Notification
 from netprobe.config.alerts import AlertRule
 from netprobe.errors import SetupError
@@ -27,6 +25,7 @@ from netprobe.farend import tokens as token_file
 from netprobe.lab import api
 from netprobe.lab.addressing import AGENT_NS
 from netprobe.lab.spec import RouteSpec, load_spec
+from netprobe.textout import Out, console_width, style, width_of
 from netprobe.times import utc_now
 
 from .timeline import Timeline, replay, simulated_day
@@ -142,7 +141,7 @@ def _terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
-def run(out: Path, hour_seconds: float, console: Console) -> None:
+def run(out: Path, hour_seconds: float, console: Out) -> None:
     if not api.has_lab_privileges():
         raise SetupError("netprobe demo builds network namespaces: run it as root (sudo netprobe demo)")
     spec = load_spec(SPEC)
@@ -158,7 +157,7 @@ def run(out: Path, hour_seconds: float, console: Console) -> None:
     config.write_text(agent_config(spec.routes, live, token))
     with _terminate_as_interrupt():
         try:
-            console.rule("[bold]1. the lab")
+            _rule(console, "1. the lab")
             state = api.up(SPEC, replace=True)
             console.print(f"{len(state.routes)} emulated routes from {SPEC.name}: "
                           + ", ".join(f"{r.id} ({r.line})" for r in spec.routes))
@@ -175,8 +174,8 @@ def run(out: Path, hour_seconds: float, console: Console) -> None:
     asyncio.run(_results(live, demo, timeline, out, console))
 
 
-def _probe_a_day(config: Path, log: Path, hour_seconds: float, console: Console) -> Timeline:
-    console.rule("[bold]2. the agent, through one compressed day")
+def _probe_a_day(config: Path, log: Path, hour_seconds: float, console: Out) -> Timeline:
+    _rule(console, "2. the agent, through one compressed day")
     with log.open("wb") as sink:
         agent = subprocess.Popen(["ip", "netns", "exec", AGENT_NS, sys.executable, "-m", "netprobe.cli",
                                   "agent", "run", "--config", str(config)], stdout=sink, stderr=sink)
@@ -190,8 +189,8 @@ def _probe_a_day(config: Path, log: Path, hour_seconds: float, console: Console)
             if wanted != profile:
                 api.set_impairments(SPEC, profile=wanted)
                 profile = wanted
-            shown = "[red]peak profile[/]" if profile == "peak" else "base profile"
-            console.print(f"  {hour:02d}:00  {shown}", highlight=False)
+            shown = style("peak profile", "red") if profile == "peak" else "base profile"
+            console.print(f"  {hour:02d}:00  {shown}")
             due = timeline.real_start + timedelta(seconds=(hour + 1) * hour_seconds)
             time.sleep(max(0.0, (due - utc_now()).total_seconds()))
             if agent.poll() is not None:
@@ -246,7 +245,7 @@ def _wait_started(agent: subprocess.Popen[bytes], log: Path, timeout: float = 30
     raise SetupError(f"the agent did not start within {timeout:g} s; its log: {log}")
 
 
-async def _results(live_db: Path, demo_db: Path, timeline: Timeline, out: Path, console: Console) -> None:
+async def _results(live_db: Path, demo_db: Path, timeline: Timeline, out: Path, console: Out) -> None:
     from netprobe.alerts.engine import AlertEngine
     from netprobe.budget.attainment import SloModel
     from netprobe.budget.compute import BudgetParams, budget_rows, candidate
@@ -263,7 +262,7 @@ async def _results(live_db: Path, demo_db: Path, timeline: Timeline, out: Path, 
     try:
         rounds = await replay(live, demo, timeline)
         console.print(f"{rounds} rounds stored, replayed onto the simulated day in {demo_db}")
-        console.rule("[bold]3. the evening peak (20:00-23:00) against off-peak (03:00-06:00)")
+        _rule(console, "3. the evening peak (20:00-23:00) against off-peak (03:00-06:00)")
         # every route with the servers' known first-token time, so the routes compare on the network alone
         # (the openai-mode streams measure it on half of them: the report's sse columns)
         slo = SloRequest(SloModel(TTFT_MS), server=LogNormal.through(*PREFILL_MS), outcome=True, hours=True,
@@ -274,32 +273,44 @@ async def _results(live_db: Path, demo_db: Path, timeline: Timeline, out: Path, 
         page = out / "report.html"
         page.write_text(html(report), encoding="utf-8")
 
-        console.rule(f"[bold]4. the budget for a {TTFT_MS:g} ms time to first token")
+        _rule(console, f"4. the budget for a {TTFT_MS:g} ms time to first token")
         params = BudgetParams(ttft_ms=TTFT_MS)
         rows = budget_rows([c for c in map(candidate, report.rows) if c is not None], params)
         print_slo(rows, slo)      # what share of requests meets it: the server as the streams measured it
         print_budget(rows, params, worst_case=True)
 
-        console.rule("[bold]5. alerts")
+        _rule(console, "5. alerts")
         rule = AlertRule.model_validate(ALERT)
         recorder = _Recorder()
         engine = AlertEngine(demo, [rule], recorder, settle=0.0)
         await engine.evaluate_due(timeline.sim_start)          # begin at the simulated midnight
         await engine.evaluate_due(timeline.sim_end)
         console.print(f"rule {rule.name}: loss_pct > {rule.threshold:g} % over 3-hour windows, "
-                      f"clears at ≤ {rule.clear_threshold:g} %", highlight=False)
+                      f"clears at ≤ {rule.clear_threshold:g} %")
         for n in recorder.notes:
             colour = "red" if n.state == "firing" else "green"
-            console.print(f"  [{colour}]{n.summary()}[/]  (window ending {_local(n.window_end)})",
-                          highlight=False)
+            console.print(f"  {style(n.summary(), colour)}  (window ending {_local(n.window_end)})")
         if not recorder.notes:
             console.print("  none fired")
-        console.rule("[bold]files")
+        _rule(console, "files")
         console.print(f"HTML report: {page}\nreport database: {demo_db} (netprobe report peak --db "
-                      f"sqlite:///{demo_db} --days 2)\nagent log: {out / 'agent.log'}", highlight=False)
+                      f"sqlite:///{demo_db} --days 2)\nagent log: {out / 'agent.log'}")
     finally:
         await live.close()
         await demo.close()
+
+
+def console() -> Out:
+    """Stdout; when piped, the headings as wide as the report's tables rather than 80 columns."""
+    return Out(width=None if sys.stdout.isatty() else max(console_width(), 240))
+
+
+def _rule(out: Out, title: str) -> None:
+    """A heading across the console: ── title ── (rich's rule)."""
+    width = out.width or console_width()
+    left = (width - width_of(title)) // 2 - 1
+    right = width - left - width_of(title) - 2
+    out.print(style("─" * left, "green") + " " + style(title, "bold") + " " + style("─" * right, "green"))
 
 
 def _local(ts: datetime) -> str:

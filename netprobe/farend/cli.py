@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import typer
+import click
 
 from netprobe.errors import UsageError
 from netprobe.net.targets_file import check_host_port
@@ -38,35 +38,35 @@ def read_api_key(path: Path) -> str:
     return key
 
 
-app = typer.Typer(invoke_without_command=True, no_args_is_help=False, add_completion=False,
-                  help="The datacenter end: SSE emitter, owd reflector; its agents' tokens.")
-TokensOption = typer.Option(..., "--tokens", metavar="FILE", help="the reflector's tokens file (JSON)")
-AgentArg = typer.Argument(..., metavar="AGENT_ID", help="the agent's id (agent.id in its config)")
+TokensOption = click.option("--tokens", type=click.Path(path_type=Path), required=True, metavar="FILE",
+                            help="the reflector's tokens file (JSON)")
+AgentArg = click.argument("agent_id", metavar="AGENT_ID")
 
 
-@app.callback()
-def target(
-    ctx: typer.Context,
-    listen: str = typer.Option(DEFAULT_LISTEN, "--listen", "-l", metavar="HOST:PORT",
-                               help="address to serve on; [ADDR]:PORT for IPv6, port 0 for any free port"),
-    api_key_file: Path | None = typer.Option(None, "--api-key-file", metavar="FILE",
-                                             help="require 'Authorization: Bearer <key>' on "
-                                                  "/v1/chat/completions, the key read from FILE"),
-    grace: float = typer.Option(2.0, "--grace", min=0.0, max=60.0,
-                                help="seconds streams in flight may run on after SIGTERM"),
-    udp: str | None = typer.Option(None, "--udp", metavar="HOST:PORT",
-                                   help="also reflect owd packets on this UDP address (needs --tokens)"),
-    tokens: Path | None = typer.Option(None, "--tokens", metavar="FILE",
-                                       help="the agents allowed to use the reflector (add-agent writes it)"),
-    prefill_ms: str | None = typer.Option(
-        None, "--prefill-ms", metavar="P50[,P95]", help="openai mode: time to the first token once a slot "
-        "is free, constant or log-normal through P50 and P95 (a request's think_ms wins)"),
-    token_ms: int = typer.Option(20, "--token-ms", metavar="MS", min=1, max=60_000,
-                                 help="openai mode: one token every MS (a request's interval_ms wins)"),
-    slots: int | None = typer.Option(None, "--slots", metavar="N", min=1,
-                                     help="openai mode: requests generating at once; the rest queue"),
-    seed: int | None = typer.Option(None, "--seed", metavar="N", help="seed of the prefill draws"),
-) -> None:
+@click.group("target", invoke_without_command=True,
+             help="The datacenter end: SSE emitter and owd reflector.")
+@click.option("--listen", "-l", default=DEFAULT_LISTEN, show_default=True, metavar="HOST:PORT",
+              help="address to serve on; [ADDR]:PORT for IPv6, port 0 for any free port")
+@click.option("--api-key-file", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="require 'Authorization: Bearer <key>' on /v1/chat/completions, the key read from FILE")
+@click.option("--grace", type=click.FloatRange(0.0, 60.0), default=2.0, show_default=True,
+              help="seconds streams in flight may run on after SIGTERM")
+@click.option("--udp", default=None, metavar="HOST:PORT",
+              help="also reflect owd packets on this UDP address (needs --tokens)")
+@click.option("--tokens", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="the agents allowed to use the reflector (add-agent writes it)")
+@click.option("--prefill-ms", default=None, metavar="P50[,P95]",
+              help="openai mode: time to the first token once a slot is free, constant or log-normal "
+                   "through P50 and P95 (a request's think_ms wins)")
+@click.option("--token-ms", type=click.IntRange(1, 60_000), default=20, show_default=True, metavar="MS",
+              help="openai mode: one token every MS (a request's interval_ms wins)")
+@click.option("--slots", type=click.IntRange(min=1), default=None, metavar="N",
+              help="openai mode: requests generating at once; the rest queue")
+@click.option("--seed", type=int, default=None, metavar="N", help="seed of the prefill draws")
+@click.pass_context
+def target(ctx: click.Context, listen: str, api_key_file: Path | None, grace: float, udp: str | None,
+           tokens: Path | None, prefill_ms: str | None, token_ms: int, slots: int | None,
+           seed: int | None) -> None:
     """Serve the SSE emitter: GET /sse, POST /v1/chat/completions (OpenAI-style), GET /healthz; with
     --udp, the owd reflector too."""
     if ctx.invoked_subcommand is not None:
@@ -89,6 +89,9 @@ def target(
     asyncio.run(serve(host, port, api_key=api_key, grace=grace, udp=reflect, tokens=tokens, model=model))
 
 
+app = target
+
+
 def _udp(text: str) -> tuple[str, int]:
     try:
         return parse_listen(text)
@@ -97,22 +100,30 @@ def _udp(text: str) -> tuple[str, int]:
 
 
 @app.command("add-agent")
-def add_agent(agent_id: str = AgentArg, tokens: Path = TokensOption) -> None:
+@AgentArg
+@TokensOption
+def add_agent(agent_id: str, tokens: Path) -> None:
     """Issue AGENT_ID a reflector token and print it as the last line of stdout (shown only once).
-    A running `netprobe target` takes it on SIGHUP."""
+    A running `netprobe target` takes it on SIGHUP.
+
+    AGENT_ID: the agent's id (agent.id in its config)."""
     from netprobe.farend import tokens as token_file
 
     token, rotated = token_file.issue(tokens, agent_id)
     what = "rotated; the previous one no longer works" if rotated else "issued"
-    typer.echo(f"agent {agent_id}: reflector token {what} — store it now (the agent's [reflector] "
+    click.echo(f"agent {agent_id}: reflector token {what} — store it now (the agent's [reflector] "
                "token_file); it cannot be shown again", err=True)
-    typer.echo(token)
+    click.echo(token)
 
 
 @app.command("revoke-agent")
-def revoke_agent(agent_id: str = AgentArg, tokens: Path = TokensOption) -> None:
-    """Revoke AGENT_ID's reflector token (a running `netprobe target` drops it on SIGHUP)."""
+@AgentArg
+@TokensOption
+def revoke_agent(agent_id: str, tokens: Path) -> None:
+    """Revoke AGENT_ID's reflector token (a running `netprobe target` drops it on SIGHUP).
+
+    AGENT_ID: the agent's id (agent.id in its config)."""
     from netprobe.farend import tokens as token_file
 
     was_live = token_file.revoke(tokens, agent_id)
-    typer.echo(f"agent {agent_id}: reflector token {'revoked' if was_live else 'already revoked'}")
+    click.echo(f"agent {agent_id}: reflector token {'revoked' if was_live else 'already revoked'}")

@@ -6,26 +6,36 @@ import subprocess
 import sys
 from pathlib import Path
 
-import typer
-from rich.console import Console
+import click
 
 from netprobe.errors import LabError, SetupError
 from netprobe.lab import api
 from netprobe.lab.render import lab_table
+from netprobe.textout import Out, style
 
-app = typer.Typer(no_args_is_help=True)
-# Piped output (logs, CI) gets a wide table instead of rich's 80-column default.
-console = Console(emoji=False, width=None if sys.stdout.isatty() else 200)
-PROFILE = typer.Option("base", "--profile", help="base figures, or the routes' peak ones (routes.peak)")
+
+class _Group(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)  # in the order defined (click would sort them)
+
+
+app = _Group("lab", help="Emulated routes for demos and tests (root).")
+# Piped output (logs, CI): titles and captions wrap at 200 columns rather than 80.
+console = Out(width=None if sys.stdout.isatty() else 200)
+profile_option = click.option("--profile", default="base", show_default=True,
+                              help="base figures, or the routes' peak ones (routes.peak)")
 
 
 @app.command("up")
-def up_cmd(spec: Path = typer.Argument(..., help="lab spec (TOML), e.g. agents/lab.toml"),
-           replace: bool = typer.Option(False, "--replace", help="tear down a running lab first"),
-           profile: str = PROFILE) -> None:
-    """Build namespaces, links and the impairment relay; print the map of targets."""
+@click.argument("spec", type=click.Path(path_type=Path))
+@click.option("--replace", is_flag=True, default=False, help="tear down a running lab first")
+@profile_option
+def up_cmd(spec: Path, replace: bool, profile: str) -> None:
+    """Build namespaces, links and the impairment relay; print the map of targets.
+
+    SPEC: lab spec (TOML), e.g. agents/lab.toml."""
     state = api.up(spec, replace=replace, profile=profile)
-    console.print(lab_table(state))
+    console.table(lab_table(state))
 
 
 @app.command("down")
@@ -36,15 +46,19 @@ def down_cmd() -> None:
 
 
 @app.command("set")
-def set_cmd(spec: Path = typer.Argument(..., help="same routes, new delay/jitter/loss/hops"),
-            profile: str = PROFILE) -> None:
-    """Change impairments of the running lab without dropping anything (or switch profile)."""
+@click.argument("spec", type=click.Path(path_type=Path))
+@profile_option
+def set_cmd(spec: Path, profile: str) -> None:
+    """Change impairments of the running lab without dropping anything (or switch profile).
+
+    SPEC: same routes, new delay/jitter/loss/hops."""
     state = api.set_impairments(spec, profile=profile)
-    console.print(lab_table(state))
+    console.table(lab_table(state))
 
 
 @app.command("status")
-def status_cmd(json_out: bool = typer.Option(False, "--json", help="print state as JSON")) -> None:
+@click.option("--json", "json_out", is_flag=True, default=False, help="print state as JSON")
+def status_cmd(json_out: bool) -> None:
     """Show the running lab, exit 1 if none is up or its relay died."""
     state = api.current()
     if state is None:
@@ -52,20 +66,24 @@ def status_cmd(json_out: bool = typer.Option(False, "--json", help="print state 
             print("{}")
         else:
             console.print("no lab is up")
-        raise typer.Exit(1)
+        raise click.exceptions.Exit(1)
     if json_out:
         print(state.model_dump_json(indent=1))
     else:
-        console.print(lab_table(state))
+        console.table(lab_table(state))
         alive = state.relay_alive()
-        console.print(f"relay pid {state.relay_pid}: " + ("[green]running[/]" if alive else "[red]dead[/]"))
+        console.print(f"relay pid {state.relay_pid}: " + (style("running", "green") if alive
+                                                           else style("dead", "red")))
     if not state.relay_alive():
-        raise typer.Exit(1)
+        raise click.exceptions.Exit(1)
 
 
 @app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def exec_cmd(command: list[str] = typer.Argument(..., help="command to run in the agent namespace")) -> None:
-    """Run a command in the agent namespace: `netprobe lab exec -- ping -c3 hk-cn2.lab`."""
+@click.argument("command", nargs=-1, required=True)
+def exec_cmd(command: tuple[str, ...]) -> None:
+    """Run a command in the agent namespace: `netprobe lab exec -- ping -c3 hk-cn2.lab`.
+
+    COMMAND: command to run in the agent namespace."""
     state = api.current()
     if state is None:
         raise LabError("no lab is up; run `netprobe lab up SPEC` first")
@@ -75,4 +93,4 @@ def exec_cmd(command: list[str] = typer.Argument(..., help="command to run in th
         rc = subprocess.call(["ip", "netns", "exec", state.agent_ns, *command])
     except KeyboardInterrupt:
         rc = 130
-    raise typer.Exit(rc)
+    raise click.exceptions.Exit(rc)

@@ -10,25 +10,31 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
+import click
 import orjson
-import typer
-from rich.console import Console
 
 from netprobe.errors import UsageError
 
 if TYPE_CHECKING:
+    from click._termui_impl import ProgressBar
+
     from netprobe.store.envelopes import Envelope
+
+
+class _Group(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)  # in the order defined (click would sort them)
+
 
 # The store stack (SQLAlchemy, Alembic, pydantic models) is imported inside the commands:
 # `netprobe --help` and unrelated commands should not pay for it.
+app = _Group("db", help="Database maintenance.")
 
-app = typer.Typer(no_args_is_help=True)
-
-DbOption = Annotated[str | None, typer.Option(
-    "--db", metavar="URL", help="sqlite:///PATH or postgresql://USER@HOST/DB (default: the agent's SQLite "
-    "file under its state directory)")]
+db_option = click.option(
+    "--db", metavar="URL", default=None, help="sqlite:///PATH or postgresql://USER@HOST/DB (default: the "
+    "agent's SQLite file under its state directory)")
 # Envelopes per Store.write, as the collector's largest request (collector.max_batch): big batches
 # merge more rounds into each hour row per statement; two batches in memory at most.
 IMPORT_BATCH = 5000
@@ -38,8 +44,9 @@ PROGRESS_BYTES = 8 << 20
 GC_ALLOCATIONS = 100_000     # the cycle collector's first threshold during an import
 
 
-@app.command()
-def upgrade(db: DbOption = None) -> None:
+@app.command("upgrade")
+@db_option
+def upgrade(db: str | None) -> None:
     """Create or migrate the database schema to the latest revision."""
     asyncio.run(_upgrade(db))
 
@@ -55,13 +62,14 @@ async def _upgrade(db: str | None) -> None:
     finally:
         await store.close()
     head = " (head)" if revision == head_revision() else ""
-    typer.echo(f"{store.url}: at revision {revision}{head}")
+    click.echo(f"{store.url}: at revision {revision}{head}")
     if folded.rows:
-        typer.echo(f"prefix rollups: {folded.rows} rows for {folded.series} series folded")
+        click.echo(f"prefix rollups: {folded.rows} rows for {folded.series} series folded")
 
 
 @app.command("rebuild-rollups")
-def rebuild_rollups(db: DbOption = None) -> None:
+@db_option
+def rebuild_rollups(db: str | None) -> None:
     """Rebuild the reports' prefix rollups from the hourly rollups (after a restore, or to check them)."""
     asyncio.run(_rebuild(db))
 
@@ -75,19 +83,21 @@ async def _rebuild(db: str | None) -> None:
         folded = await store.fold_rollups()
     finally:
         await store.close()
-    typer.echo(f"{store.url}: {folded.rows} prefix rows for {folded.series} series"
+    click.echo(f"{store.url}: {folded.rows} prefix rows for {folded.series} series"
                + (f"; not folded (sketch of another accuracy): {', '.join(folded.skipped)}"
                   if folded.skipped else ""))
 
 
 @app.command("import")
-def import_(file: Annotated[Path, typer.Argument(metavar="FILE.jsonl",
-                                                help="one result envelope (or RIPE Atlas result) per line")],
-            db: DbOption = None) -> None:
+@click.argument("file", metavar="FILE.jsonl", type=click.Path(path_type=Path))
+@db_option
+def import_(file: Path, db: str | None) -> None:
     """Import result envelopes, or RIPE Atlas ping/traceroute results, one JSON object per line.
 
     Already stored ids are skipped (an Atlas result always maps to the same id). A bad line is reported
-    by number and skipped; the rest is imported, and the exit status is then 1."""
+    by number and skipped; the rest is imported, and the exit status is then 1.
+
+    FILE.jsonl: one result envelope (or RIPE Atlas result) per line."""
     try:
         size = file.stat().st_size
     except OSError as exc:
@@ -101,7 +111,7 @@ def import_(file: Annotated[Path, typer.Argument(metavar="FILE.jsonl",
         bad = asyncio.run(_import(file, db, size))
     finally:
         gc.set_threshold(*threshold)
-    raise typer.Exit(1 if bad else 0)
+    raise click.exceptions.Exit(1 if bad else 0)
 
 
 @dataclass(slots=True)
@@ -185,12 +195,12 @@ async def _batches(file: Path, bad: list[str]) -> AsyncIterator[_Batch]:
 
 def _skip(bad: list[str], message: str) -> None:
     bad.append(message)
-    typer.echo(f"{message} (line skipped)", err=True)
+    # on a terminal the line may hold the progress bar: the message replaces it (the next update redraws it)
+    clear = "\r\x1b[K" if sys.stderr.isatty() else ""
+    click.echo(f"{clear}{message} (line skipped)", err=True)
 
 
 async def _import(file: Path, db: str | None, size: int) -> list[str]:
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
-
     from netprobe.store.store import WriteStats, open_store
 
     store = await open_store(db)
@@ -198,29 +208,37 @@ async def _import(file: Path, db: str | None, size: int) -> list[str]:
     bad: list[str] = []
     # a bar on a terminal for files worth waiting for; never in pipes or logs
     quiet = size < PROGRESS_BYTES or not sys.stderr.isatty()
-    progress = Progress("importing", BarColumn(), DownloadColumn(), TimeRemainingColumn(), transient=True,
-                        disable=quiet, console=Console(emoji=False, stderr=True))
+    bar: ProgressBar[int] | None = None
+    if not quiet:
+        bar = click.progressbar(length=size, label="importing", file=sys.stderr,
+                                item_show_func=lambda done: _megabytes(done, size))
+    shown = 0
     # One batch is written while the next is read: one write at a time, in file order, so duplicates
     # across batches and the retention horizon are judged as a line-by-line import would.
     writing: tuple[asyncio.Task[WriteStats], int] | None = None
 
     async def written() -> None:
-        nonlocal accepted, duplicates, expired
+        nonlocal accepted, duplicates, expired, shown
         if writing is not None:
             stats = await writing[0]
             accepted, duplicates, expired = (accepted + stats.accepted, duplicates + stats.duplicates,
                                              expired + stats.expired)
-            progress.update(task, completed=writing[1])
+            if bar is not None:
+                bar.update(writing[1] - shown, writing[1])
+                shown = writing[1]
 
     try:
-        with progress:
-            task = progress.add_task("import", total=size)
+        with contextlib.ExitStack() as showing:
+            if bar is not None:
+                showing.enter_context(bar)
             async for batch in _batches(file, bad):
                 await written()
                 write = store.write(batch.envelopes, bulk=True)
                 writing = (asyncio.create_task(write), batch.done)
             await written()
             writing = None
+        if bar is not None:  # done: the bar leaves the screen (click ends it with a newline)
+            click.echo("\x1b[1A\x1b[2K", err=True, nl=False)
         # the reports read prefix rows: folded now, not left to a later upkeep (or a slow report)
         folded = await store.fold_rollups()
     finally:
@@ -231,6 +249,10 @@ async def _import(file: Path, db: str | None, size: int) -> list[str]:
         await store.close()
     extra = f", {expired} older than the retention horizon skipped" if expired else ""
     extra += f", {len(bad)} bad lines skipped" if bad else ""
-    typer.echo(f"imported {accepted} results into {store.url} ({duplicates} duplicates skipped{extra})")
-    typer.echo(f"prefix rollups: {folded.rows} rows for {folded.series} series folded")
+    click.echo(f"imported {accepted} results into {store.url} ({duplicates} duplicates skipped{extra})")
+    click.echo(f"prefix rollups: {folded.rows} rows for {folded.series} series folded")
     return bad
+
+
+def _megabytes(done: int | None, size: int) -> str | None:
+    return None if done is None else f"{done / 1e6:.1f}/{size / 1e6:.1f} MB"

@@ -8,20 +8,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from netprobe.agent.run import plain_args
 from netprobe.store.migrate import _script_head, head_revision
 
 # Never needed by an agent without [alerts], [influxdb] or [geoip] on a database at the head
 # (ripe.atlas.sagan is not listed: its namespace-package .pth imports `ripe` at interpreter start).
-NOT_IMPORTED = ("alembic", "mako", "pygments", "rich", "geoip2", "maxminddb", "influxdb_client",
+NOT_IMPORTED = ("alembic", "mako", "pygments", "rich", "markdown_it", "geoip2", "maxminddb",
+                "influxdb_client", "psycopg",
                 "netprobe.lab", "netprobe.report", "netprobe.collector", "netprobe.alerts.engine",
                 "netprobe.alerts.notify", "netprobe.store.cli", "netprobe.probes.cli",
                 "netprobe.probes.cli_common", "netprobe.demo",
                 "netprobe.agent.summary",
-                # a plain `agent run --config FILE` is dispatched without building the typer tree
-                "typer", "click", "netprobe.agent.cli",
+                # the root imports only the agent group's module: click (small) but not typer
+                "typer",
                 # SQLite through sqlite3 on worker threads (netprobe.store.engine.ThreadedEngine)
                 "aiosqlite", "greenlet",
                 # the exporter writes its text itself (prometheus_client only with [alerts])
@@ -101,27 +99,7 @@ def test_agent_run_does_not_import_what_it_never_uses(tmp_path: Path) -> None:
     assert loaded == []
 
 
-@pytest.mark.parametrize(("args", "parsed"), [
-    (["--config", "a.toml"], (Path("a.toml"), None, False)),
-    (["-c", "a.toml", "--duration", "5"], (Path("a.toml"), 5.0, False)),
-    (["--duration=0.1", "--config=a.toml", "--summary"], (Path("a.toml"), 0.1, True)),
-])
-def test_plain_agent_run_args(args: list[str], parsed: tuple[Path, float | None, bool]) -> None:
-    assert plain_args(args) == parsed
-
-
-@pytest.mark.parametrize("args", [
-    [], ["--help"], ["--config"], ["--duration", "5"], ["--config", "a", "--config", "b"],
-    ["--config", "a", "--duration", "0.05"], ["--config", "a", "--duration", "nan"],
-    ["--config", "a", "--duration", "x"], ["--config", "a", "--summary=yes"], ["--config", "a", "extra"],
-    ["-ca.toml"], ["--config", "--summary"],
-])
-def test_anything_else_goes_to_typer(args: list[str]) -> None:
-    """None: the typer command parses these and gives its own messages, as before."""
-    assert plain_args(args) is None
-
-
-def test_typer_still_rejects_what_the_plain_path_leaves_to_it(tmp_path: Path) -> None:
+def test_bad_agent_run_arguments_exit_2_naming_the_option(tmp_path: Path) -> None:
     cli = [sys.executable, "-m", "netprobe.cli", "agent", "run"]
     bad = subprocess.run([*cli, "--config", str(tmp_path / "a.toml"), "--duration", "0.05"],
                          capture_output=True, text=True, timeout=60)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
+from netprobe.cli import app
 from netprobe.config.agent import parse_config
-from netprobe.config.cli import app as config_app
 from netprobe.config.collector import parse_collector_config
 from netprobe.errors import ConfigError, SetupError
 
@@ -128,7 +128,7 @@ def test_collector_problems_name_the_field() -> None:
 def test_config_check_exits_2_naming_the_fields(tmp_path: Path) -> None:
     path = tmp_path / "a.toml"
     path.write_text(AGENT + GOOD.replace('op = ">"', 'op = "=>"').replace('["ops"]', '["opz"]'))
-    result = CliRunner().invoke(config_app, ["check", str(path)])
+    result = CliRunner().invoke(app, ["config", "check", str(path)])
     assert result.exit_code == 2
     assert [line.split(":")[0] for line in result.output.splitlines()[1:]] == ["alerts[0].op",
                                                                                "alerts[0].notify[0]"]
@@ -143,7 +143,7 @@ kind = "dingtalk"
 url = "http://127.0.0.1:9/robot/send?access_token=t"
 secret_file = "{tmp_path / 'missing.secret'}"
 """)
-    result = CliRunner().invoke(config_app, ["check", str(path)])
+    result = CliRunner().invoke(app, ["config", "check", str(path)])
     assert result.exit_code == 2 and "notifiers[0].secret_file:" in result.output
     cfg = parse_config(path.read_text())
     with pytest.raises(SetupError, match=r"notifiers\[ding\].secret_file"):

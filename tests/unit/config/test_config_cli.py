@@ -6,9 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
-from netprobe.config.cli import app
+from netprobe.cli import app
 
 ROOT = Path(__file__).resolve().parents[3]
 BAD = """
@@ -32,7 +32,7 @@ tcp_port = 0
 
 
 def test_check_ok_prints_summary() -> None:
-    result = CliRunner().invoke(app, ["check", str(ROOT / "config.example.toml")])
+    result = CliRunner().invoke(app, ["config", "check", str(ROOT / "config.example.toml")])
     assert result.exit_code == 0, result.output
     assert "OK: 2 targets, 6 jobs" in result.output      # hk-cn2: icmp tcp mtr rmtr owd; tyo-163: tcp
     assert "hk1.example.net" in result.output
@@ -41,7 +41,7 @@ def test_check_ok_prints_summary() -> None:
 def test_check_reports_every_problem_one_per_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.toml"
     path.write_text(BAD, encoding="utf-8")
-    result = CliRunner().invoke(app, ["check", str(path)])
+    result = CliRunner().invoke(app, ["config", "check", str(path)])
     assert result.exit_code == 2
     lines = result.output.splitlines()
     assert lines[0] == f"{path}: 5 problems"
@@ -71,13 +71,13 @@ def test_real_command_exit_codes_and_no_traceback(tmp_path: Path) -> None:
 
 
 def test_check_a_collector_file_and_its_problems(tmp_path: Path) -> None:
-    ok = CliRunner().invoke(app, ["check", str(ROOT / "config.collector.example.toml")])
+    ok = CliRunner().invoke(app, ["config", "check", str(ROOT / "config.collector.example.toml")])
     assert ok.exit_code == 0, ok.output
     assert "OK: collector on 0.0.0.0:8471" in ok.output
     bad = tmp_path / "collector.toml"
     bad.write_text('[collector]\nlisten = "nowhere"\nmax_body_mb = 0\n[storage]\nurl = "sqlite:///x.db"\n'
                    f'[influxdb]\nurl = "http://127.0.0.1:8086"\ntoken_file = "{tmp_path}/missing"\n')
-    result = CliRunner().invoke(app, ["check", str(bad)])
+    result = CliRunner().invoke(app, ["config", "check", str(bad)])
     assert result.exit_code == 2
     paths = [line.split(":")[0] for line in result.output.splitlines()[1:]]
     assert paths == ["collector.listen", "collector.max_body_mb"], result.output
@@ -91,8 +91,8 @@ def test_check_names_an_unreadable_token_file(tmp_path: Path) -> None:
                         f'token_file = "{tmp_path}/uplink.token"\n# env', 1)
     path = tmp_path / "agent.toml"
     path.write_text(text)
-    result = CliRunner().invoke(app, ["check", str(path)])
+    result = CliRunner().invoke(app, ["config", "check", str(path)])
     assert result.exit_code == 2, result.output
     assert f"uplink.token_file: {tmp_path}/uplink.token: No such file or directory" in result.output
     (tmp_path / "uplink.token").write_text("t0ken\n")
-    assert CliRunner().invoke(app, ["check", str(path)]).exit_code == 0
+    assert CliRunner().invoke(app, ["config", "check", str(path)]).exit_code == 0

@@ -6,9 +6,9 @@ import logging
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
-from netprobe.config.cli import app
+from netprobe.cli import app
 from netprobe.net.geoip import CACHE_SIZE, GeoInfo, GeoIP, mmdb_problem
 from tests.support.mmdb import write_asn_db, write_city_db, write_records
 
@@ -161,7 +161,7 @@ def _config(tmp_path: Path, asn_db: Path, city_db: Path) -> Path:
 
 
 def test_config_check_accepts_readable_databases(tmp_path: Path, dbs: tuple[Path, Path]) -> None:
-    result = CliRunner().invoke(app, ["check", str(_config(tmp_path, *dbs))])
+    result = CliRunner().invoke(app, ["config", "check", str(_config(tmp_path, *dbs))])
     assert result.exit_code == 0, result.output
     assert "OK: 2 targets" in result.output
 
@@ -169,7 +169,7 @@ def test_config_check_accepts_readable_databases(tmp_path: Path, dbs: tuple[Path
 def test_config_check_names_missing_or_unusable_databases(tmp_path: Path, dbs: tuple[Path, Path]) -> None:
     missing = tmp_path / "missing.mmdb"
     path = _config(tmp_path, missing, dbs[0])  # an ASN database where a City one belongs
-    result = CliRunner().invoke(app, ["check", str(path)])
+    result = CliRunner().invoke(app, ["config", "check", str(path)])
     assert result.exit_code == 2
     lines = result.output.splitlines()
     assert lines[0] == f"{path}: 2 problems"

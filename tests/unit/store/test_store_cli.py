@@ -9,7 +9,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from netprobe.cli import app
 from netprobe.errors import UsageError

@@ -23,14 +23,21 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "alerts": ("netprobe.alerts.cli", "app", "Alert notifiers: send a test message through each."),
     "report": ("netprobe.report.cli", "app", "Reports from the hourly rollups (evening peak)."),
     "budget": ("netprobe.budget.cli", "app", "What a TTFT target leaves the GPU; GPU memory sizing."),
-    "demo": ("netprobe.demo.cli", "demo", "The whole system on an emulated lab, in one command (root)."),
-    "diagnose": ("netprobe.diagnose.cli", "diagnose", "Which segment of a route a problem is on."),
-    "compare": ("netprobe.compare.cli", "compare", "Load-test SSE endpoints side by side."),
+    "demo": ("netprobe.demo.cli", "demo", "Lab, agent, one compressed day, report, budget and alerts (root)."),
+    "diagnose": ("netprobe.diagnose.cli", "diagnose", "Why the first token is slow: network, region or model."),
+    "compare": ("netprobe.compare.cli", "compare", "OpenAI-compatible endpoints compared under the same load."),
     "target": ("netprobe.farend.cli", "app", "The datacenter end: SSE emitter and owd reflector."),
 }
 
 
-class _Root(click.Group):
+class Group(click.Group):
+    """A group that lists its commands in the order they are defined (click would sort them)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
+
+
+class _Root(Group):
     """Imports a word's module only when the word is used: `netprobe agent run` does not load (and
     keep for the daemon's lifetime) the lab, the reports, the collector, …"""
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import click
 
+from netprobe.cli import Group
 from netprobe.textout import Out, TextTable
 
 if TYPE_CHECKING:
@@ -21,12 +22,7 @@ if TYPE_CHECKING:
     from netprobe.store import Store
 
 
-class _Group(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(self.commands)  # in the order defined (click would sort them)
-
-
-app = _Group("collector", help="Run the central collector; manage agent tokens.")
+app = Group("collector", help="Run the central collector; manage agent tokens.")
 T = TypeVar("T")
 
 config_option = click.option("--config", "-c", "config", type=click.Path(path_type=Path), required=True,

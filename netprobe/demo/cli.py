@@ -15,6 +15,7 @@ import click
 def demo(out: Path | None, hour_seconds: float) -> None:
     """Build the lab, run the agent through one compressed day (peak profile 20:00-23:00), then print
     the evening-peak report, the budget for a 1 s TTFT and the alerts that fired (root)."""
-    from netprobe.demo.run import console, default_out, run
+    from netprobe.demo.run import default_out, run
+    from netprobe.textout import Out
 
-    run(out.resolve() if out is not None else default_out(), hour_seconds, console())
+    run(out.resolve() if out is not None else default_out(), hour_seconds, Out())

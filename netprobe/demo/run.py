@@ -300,14 +300,9 @@ async def _results(live_db: Path, demo_db: Path, timeline: Timeline, out: Path, 
         await demo.close()
 
 
-def console() -> Out:
-    """Stdout; when piped, the headings as wide as the report's tables rather than 80 columns."""
-    return Out(width=None if sys.stdout.isatty() else max(console_width(), 240))
-
-
 def _rule(out: Out, title: str) -> None:
     """A heading across the console: ── title ── (rich's rule)."""
-    width = out.width or console_width()
+    width = out.width or console_width(out.file)
     left = (width - width_of(title)) // 2 - 1
     right = width - left - width_of(title) - 2
     out.print(style("─" * left, "green") + " " + style(title, "bold") + " " + style("─" * right, "green"))

@@ -8,18 +8,13 @@ from pathlib import Path
 
 import click
 
+from netprobe.cli import Group
 from netprobe.errors import LabError, SetupError
 from netprobe.lab import api
 from netprobe.lab.render import lab_table
 from netprobe.textout import Out, style
 
-
-class _Group(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(self.commands)  # in the order defined (click would sort them)
-
-
-app = _Group("lab", help="Emulated routes for demos and tests (root).")
+app = Group("lab", help="Emulated routes for demos and tests (root).")
 # Piped output (logs, CI): titles and captions wrap at 200 columns rather than 80.
 console = Out(width=None if sys.stdout.isatty() else 200)
 profile_option = click.option("--profile", default="base", show_default=True,

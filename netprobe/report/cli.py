@@ -7,9 +7,11 @@ from pathlib import Path
 
 import click
 
+from netprobe.cli import Group
+
 # The store stack is imported inside the command (report/run.py): `netprobe --help` should not pay for it.
 
-app = click.Group("report", help="Reports from the hourly rollups (evening peak).", no_args_is_help=True)
+app = Group("report", help="Reports from the hourly rollups (evening peak).", no_args_is_help=True)
 
 
 @app.command("peak")

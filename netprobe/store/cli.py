@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import orjson
 
+from netprobe.cli import Group
 from netprobe.errors import UsageError
 
 if TYPE_CHECKING:
@@ -23,14 +24,9 @@ if TYPE_CHECKING:
     from netprobe.store.envelopes import Envelope
 
 
-class _Group(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(self.commands)  # in the order defined (click would sort them)
-
-
 # The store stack (SQLAlchemy, Alembic, pydantic models) is imported inside the commands:
 # `netprobe --help` and unrelated commands should not pay for it.
-app = _Group("db", help="Database maintenance.")
+app = Group("db", help="Database maintenance.")
 
 db_option = click.option(
     "--db", metavar="URL", default=None, help="sqlite:///PATH or postgresql://USER@HOST/DB (default: the "

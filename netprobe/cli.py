@@ -9,6 +9,7 @@ import sys
 import click
 
 from netprobe.errors import ConfigError, NetprobeError
+from netprobe.textout import Group
 
 HELP = "Route-quality monitor for LLM inference served across borders."
 
@@ -23,18 +24,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "alerts": ("netprobe.alerts.cli", "app", "Alert notifiers: send a test message through each."),
     "report": ("netprobe.report.cli", "app", "Reports from the hourly rollups (evening peak)."),
     "budget": ("netprobe.budget.cli", "app", "What a TTFT target leaves the GPU; GPU memory sizing."),
-    "demo": ("netprobe.demo.cli", "demo", "Lab, agent, one compressed day, report, budget and alerts (root)."),
-    "diagnose": ("netprobe.diagnose.cli", "diagnose", "Why the first token is slow: network, region or model."),
-    "compare": ("netprobe.compare.cli", "compare", "OpenAI-compatible endpoints compared under the same load."),
+    "demo": ("netprobe.demo.cli", "demo", "Lab, agent, a compressed day, report, budget, alerts (root)."),
+    "diagnose": ("netprobe.diagnose.cli", "diagnose", "Why the first token is slow: network, region, model."),
+    "compare": ("netprobe.compare.cli", "compare", "OpenAI-compatible endpoints under the same load."),
     "target": ("netprobe.farend.cli", "app", "The datacenter end: SSE emitter and owd reflector."),
 }
-
-
-class Group(click.Group):
-    """A group that lists its commands in the order they are defined (click would sort them)."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(self.commands)
 
 
 class _Root(Group):

@@ -5,6 +5,7 @@ Pygments and markdown-it at run time (11 MB of a small agent's install).
 A cell is one line of plain text, never markup. A table wider than the console is not shrunk, wrapped
 or cropped: its lines keep their full width and only the title and caption wrap, at the console's width.
 Styles become ANSI codes; click.echo drops them when the output is not a terminal (a pipe, --out).
+Help lists a group's commands in the order they are written, the order they are used in.
 """
 
 from __future__ import annotations
@@ -54,6 +55,13 @@ def console_width(stream: IO[str] | None = None) -> int:
     """A terminal's own width; 240 for a pipe or a file, where only titles and captions wrap."""
     stream = stream or sys.stdout
     return shutil.get_terminal_size().columns if stream.isatty() else 240
+
+
+class Group(click.Group):
+    """A click group that lists its commands as defined (click would sort them)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
 
 
 @dataclass

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import click
 
-from netprobe.cli import Group
-from netprobe.textout import Out, TextTable
+from netprobe.textout import Group, Out, TextTable
 
 if TYPE_CHECKING:
     from netprobe.collector.tokens import Tokens

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import click
 
-from netprobe.cli import Group
 from netprobe.errors import LabError, SetupError
 from netprobe.lab import api
 from netprobe.lab.render import lab_table
-from netprobe.textout import Out, style
+from netprobe.textout import Group, Out, style
 
 app = Group("lab", help="Emulated routes for demos and tests (root).")
 # Piped output (logs, CI): titles and captions wrap at 200 columns rather than 80.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from netprobe.cli import Group
+from netprobe.textout import Group
 
 # The store stack is imported inside the command (report/run.py): `netprobe --help` should not pay for it.
 

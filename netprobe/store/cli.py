@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import click
 import orjson
 
-from netprobe.cli import Group
 from netprobe.errors import UsageError
+from netprobe.textout import Group
 
 if TYPE_CHECKING:
     from click._termui_impl import ProgressBar

@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 
 from sqlalchemy import bindparam, delete, func, select, text
 
-from netprobe.store.engine import AsyncConnection
+from netprobe.store.engine import AsyncConnection, upsert
 from netprobe.store.prefix import (
     LEVELS,
     Extremes,
@@ -73,18 +73,12 @@ async def invalidate(conn: AsyncConnection, dialect: str, first_hours: Mapping[S
     await conn.execute(stmt, [{"a": a, "t": t, "p": p, "h": h} for (a, t, p), h in sorted(late.items())])
     marker = (await conn.execute(select(store_meta.c.value).where(store_meta.c.key == _REFOLD))).scalar()
     if marker is None or datetime.fromisoformat(marker) > oldest:
-        await _set_meta(conn, dialect, _REFOLD, oldest.isoformat())
+        await set_meta(conn, dialect, _REFOLD, oldest.isoformat())
 
 
-async def _set_meta(conn: AsyncConnection, dialect: str, key: str, value: str) -> None:
-    if dialect == "postgresql":  # SQLAlchemy's PostgreSQL dialects only where they are used
-        from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-        ins: Any = pg_insert(store_meta)
-    else:
-        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-        ins = sqlite_insert(store_meta)
+async def set_meta(conn: AsyncConnection, dialect: str, key: str, value: str) -> None:
+    """Set store_meta's `key` to `value`."""
+    ins = upsert(dialect, store_meta)
     await conn.execute(ins.on_conflict_do_update(index_elements=["key"], set_={"value": ins.excluded.value}),
                        {"key": key, "value": value})
 
@@ -122,7 +116,7 @@ async def fold_done(conn: AsyncConnection, dialect: str, marker: str | None, sta
     """Clear the refold marker as read at the start, unless a late write moved it since; series the
     fold could not take keep one at their first hour, so readers go on reading their hours."""
     if stats.unfolded_from is not None:
-        await _set_meta(conn, dialect, _REFOLD, stats.unfolded_from.isoformat())
+        await set_meta(conn, dialect, _REFOLD, stats.unfolded_from.isoformat())
     elif marker is not None:
         await conn.execute(delete(store_meta).where(store_meta.c.key == _REFOLD,
                                                     store_meta.c.value == marker))
@@ -134,7 +128,7 @@ async def fold(conn: AsyncConnection, dialect: str, series: Sequence[Series], no
     if dialect == "postgresql":
         await conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _FOLD_LOCK})
     else:   # take SQLite's write lock first, so what we read is what we build on
-        await _set_meta(conn, dialect, "prefix_fold_at", now.isoformat())
+        await set_meta(conn, dialect, "prefix_fold_at", now.isoformat())
     until = fold_until(now)
     ids = sorted({s[0] for s in series})
     zones = {r.id: zone_of(r.timezone)[0]

@@ -189,6 +189,11 @@ def local_day(hour: datetime, zone: ZoneInfo) -> date:
     return hour.astimezone(zone).date()
 
 
+def day_folded(folded_until: datetime, zone: ZoneInfo) -> date:
+    """The local day a row folded until `folded_until` ends (or, partial, is within)."""
+    return local_day(folded_until - timedelta(microseconds=1), zone)
+
+
 @dataclass(slots=True)
 class PrefixRow:
     """One stored row, decoded."""
@@ -284,8 +289,7 @@ def decode_sums(data: bytes, only: Iterable[int] | None = None) -> dict[int, Sum
             ex = {n: [extras[(h * ne + i) * 2], extras[(h * ne + i) * 2 + 1]] for i, n in enumerate(names)}
             out[h] = Sums(hours[h], list(counters[h * nc:(h + 1) * nc]), pos_off,
                           list(bins[at_pos:at_pos + pos_n]), neg_off, list(bins[at_neg:at_neg + neg_n]),
-                          zero[h],
-                          {n: v for n, v in ex.items() if v[1]})
+                          zero[h], {n: v for n, v in ex.items() if v[1]})
         at_pos += pos_n
         at_neg += neg_n
     return out
@@ -388,7 +392,6 @@ def fold_until(now: datetime) -> datetime:
     return hour_of(now - FOLD_LAG)
 
 
-__all__ = ["COUNTERS", "FOLD_LAG", "HOUR", "LEVELS", "Extremes", "Folder", "PrefixRow",
-           "Sums",
-           "combine", "covers", "decode_level", "decode_sums", "encode_level", "encode_sums", "extremes_of",
-           "fold_until", "level_for", "local_day", "midnight"]
+__all__ = ["COUNTERS", "FOLD_LAG", "HOUR", "LEVELS", "Extremes", "Folder", "PrefixRow", "Sums", "combine",
+           "covers", "day_folded", "decode_level", "decode_sums", "encode_level", "encode_sums",
+           "extremes_of", "fold_until", "level_for", "local_day", "midnight"]

@@ -17,6 +17,7 @@ from netprobe.store.prefix import (
     Extremes,
     Folder,
     PrefixRow,
+    day_folded,
     decode_level,
     decode_sums,
     encode_level,
@@ -39,12 +40,8 @@ Series = tuple[str, str, str]       # agent_id, target_id, probe
 _LEVEL_COLS = [getattr(_P, f"l{k}") for k in range(LEVELS)]
 
 
-def _day_of(fu: datetime, zone: ZoneInfo) -> date:
-    return local_day(fu - timedelta(microseconds=1), zone)
-
-
 def _row(r: Any, zone: ZoneInfo, sums: bool, levels: Iterable[int]) -> PrefixRow:
-    return PrefixRow(folded_until=r.folded_until, day=_day_of(r.folded_until, zone),
+    return PrefixRow(folded_until=r.folded_until, day=day_folded(r.folded_until, zone),
                      sums=decode_sums(r.payload) if sums else None,
                      levels={k: decode_level(getattr(r, f"l{k}")) for k in levels})
 
@@ -171,7 +168,7 @@ async def _fold_series(conn: AsyncConnection, series: Series, zone: ZoneInfo, un
             rows = await conn.execute(select(_P.folded_until, *_LEVEL_COLS).where(
                 *mine, _P.folded_until.in_(fus[i:i + 500])))
             for lv in rows:
-                history[_day_of(lv.folded_until, zone)] = [decode_level(getattr(lv, f"l{k}"))
+                history[day_folded(lv.folded_until, zone)] = [decode_level(getattr(lv, f"l{k}"))
                                                           for k in range(LEVELS)]
     folder = Folder(zone, start, history)
     try:

@@ -80,13 +80,11 @@ class Builder:
         self.rows: list[tuple[str, int, Mapping[str, Any], _Bins | None]] = []
 
     def add_payload(self, target: str, data: bytes, sign: float) -> None:
-        """A stored prefix row's sums as read: decoded in build() with every other payload of its
-        layout at once (a decode per row was a large part of a fleet report's time)."""
+        """A stored prefix row's sums as read: decoded in build() with all the others of its layout."""
         self.payloads[1.0 if sign > 0 else -1.0].append((target, data))
 
     def add_stored_extremes(self, target: str, data: bytes | None) -> None:
-        """A sparse-table level as stored (decode_extremes'): read in build() with all the others in
-        one step (a NumPy array and a stack per level were a twentieth of a budget's CPU)."""
+        """A sparse-table level as stored (decode_extremes'): read in build() with all the others."""
         self.stored_levels.append((target, data))
 
     def add_hour(self, target: str, hour_of_day: int, row: Mapping[str, Any]) -> None:

@@ -1,6 +1,6 @@
-"""One agent × target over a span, as the dashboard's target page asks for it: who the pair is, which
-and each probe's hour rows decoded into NumPy arrays, merged into any grouping of
-hours (a chart's buckets, the whole span, the evening peak) as hour_arrays.Window, whose quantiles
+"""One agent × target over a span, as the dashboard's target page asks for it: who the pair is, and
+each probe's hour rows decoded into NumPy arrays, merged into any grouping of hours (a chart's
+buckets, the whole span, the evening peak) as hour_arrays.Window, whose quantiles
 follow DDSketch's rule on the merged bins (the merged sketch's, not an average of hours' quantiles).
 
 Plain SQL (netprobe.store.reads); the hour rows are one range of the rollups' primary key per probe."""

@@ -68,12 +68,6 @@ _PG_INSERT_HOURS = text(
     "RETURNING agent_id, target_id, probe, hour) "
     "SELECT v.ordinality FROM v WHERE NOT EXISTS (SELECT FROM ins WHERE ins.agent_id = v.agent_id "
     "AND ins.target_id = v.target_id AND ins.probe = v.probe AND ins.hour = v.hour)")
-_PG_CREATE_HOURS = text(
-    f"INSERT INTO rollups_hourly ({', '.join(_ROLLUP_COLS)}) "
-    f"SELECT {', '.join('v.' + c for c in _ROLLUP_COLS)} "
-    "FROM json_populate_recordset(NULL::rollups_hourly, CAST(:rows AS json)) WITH ORDINALITY AS v "
-    "ORDER BY v.ordinality "
-    "ON CONFLICT (agent_id, target_id, probe, hour) DO NOTHING")
 # The hour rows to merge into, locked in key order. Not `(agent_id, …, hour) IN (…)`: PostgreSQL tests
 # that list against every row of the table.
 _PG_LOCK_HOURS = text(
@@ -567,7 +561,7 @@ class Store:
             empty = Rollup().to_row()
             created_rows = [{"agent_id": a, "target_id": t, "probe": p, "hour": h, **empty, "updated_at": now}
                             for a, t, p, h in keys]
-            await conn.execute(_PG_CREATE_HOURS, {"rows": orjson.dumps(created_rows).decode()})
+            await conn.execute(_PG_INSERT_HOURS, {"rows": orjson.dumps(created_rows).decode()})
             rest = list(keys)
         if not rest:
             return

@@ -1,12 +1,11 @@
-"""The SQL of prefix rollups (netprobe.store.prefix): fold hourly rows in, invalidate on late writes, and
+"""The SQL of prefix rollups (netprobe.store.prefix): fold hourly rows in, invalidate on late writes
 (the readers' question, "these local days of this agent", is netprobe.store.prefix_read)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
 from zoneinfo import ZoneInfo
 
 from sqlalchemy import bindparam, delete, func, select, text
@@ -38,12 +37,6 @@ _REFOLD = REFOLD                    # store_meta: a late write emptied some seri
 _FOLD_LOCK = 0x6E70_0002            # PostgreSQL advisory lock: a fold vs. late writers
 Series = tuple[str, str, str]       # agent_id, target_id, probe
 _LEVEL_COLS = [getattr(_P, f"l{k}") for k in range(LEVELS)]
-
-
-def _row(r: Any, zone: ZoneInfo, sums: bool, levels: Iterable[int]) -> PrefixRow:
-    return PrefixRow(folded_until=r.folded_until, day=day_folded(r.folded_until, zone),
-                     sums=decode_sums(r.payload) if sums else None,
-                     levels={k: decode_level(getattr(r, f"l{k}")) for k in levels})
 
 
 def _partial(row: PrefixRow, zone: ZoneInfo) -> bool:
@@ -146,7 +139,8 @@ async def _fold_series(conn: AsyncConnection, series: Series, zone: ZoneInfo, un
     if r is not None and r.zone != str(zone.key):   # the agent moved zone: rebuild from the start
         await conn.execute(delete(rollups_prefix).where(*mine))
     elif r is not None:
-        start = _row(r, zone, True, (0,))
+        start = PrefixRow(folded_until=r.folded_until, day=day_folded(r.folded_until, zone),
+                          sums=decode_sums(r.payload), levels={0: decode_level(r.l0)})
     q = select(rollups_hourly).where(_H.agent_id == agent_id, _H.target_id == target_id, _H.probe == probe,
                                      _H.hour < until)
     if start is not None:
@@ -159,7 +153,7 @@ async def _fold_series(conn: AsyncConnection, series: Series, zone: ZoneInfo, un
     else:
         first_day = start.day if _partial(start, zone) else start.day + timedelta(days=1)
     last_day = local_day(hours[-1]["hour"], zone)
-    span = _days(first_day, last_day)
+    span = [first_day + timedelta(days=i) for i in range((last_day - first_day).days + 1)]
     wanted = sorted({d - timedelta(days=1 << j) for d in span for j in range(LEVELS - 1)} - set(span))
     history: dict[date, list[dict[int, Extremes]]] = {}
     if start is not None and wanted:
@@ -192,10 +186,6 @@ async def _fold_series(conn: AsyncConnection, series: Series, zone: ZoneInfo, un
         await conn.execute(rollups_prefix.insert(), rows_out[i:i + 200])
     stats.series += 1
     stats.rows += len(rows_out)
-
-
-def _days(first: date, last: date) -> list[date]:
-    return [first + timedelta(days=i) for i in range((last - first).days + 1)]
 
 
 __all__ = ["FoldStats", "clear", "fold", "fold_done", "fold_plan", "invalidate"]

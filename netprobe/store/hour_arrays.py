@@ -19,11 +19,10 @@ import numpy.typing as npt
 import orjson
 
 from netprobe.store import sketch as sketches
-from netprobe.store.prefix import COUNTERS, SUMS_HEAD, SUMS_MAGIC, Sums, extremes_of
+from netprobe.store.prefix import COUNTERS, SUMS_HEAD, SUMS_INT_BINS, SUMS_MAGIC, Sums, extremes_of
 
 F64 = npt.NDArray[np.float64]
 NC = len(COUNTERS)
-_INT_BINS = 1
 _MAPPING = sketches.MAPPING
 _VALUES: dict[int, float] = {}      # bin key -> its value in _MAPPING
 
@@ -170,7 +169,7 @@ def _decode_many(datas: Sequence[bytes]) -> list[tuple[list[int], _Batch]]:
         end = at + fixed.itemsize
         rec = np.frombuffer(b"".join([datas[k][at:end] for k in members]), fixed)
         spans = rec["spans"].astype(np.int64)
-        dtype = np.dtype("<i4" if flags & _INT_BINS else "<f8")
+        dtype = np.dtype("<i4" if flags & SUMS_INT_BINS else "<f8")
         raw = b"".join([datas[k][end:] for k in members])
         counts = spans[:, :, 1].sum(axis=1) + spans[:, :, 3].sum(axis=1)
         if len(raw) != int(counts.sum()) * dtype.itemsize:

@@ -212,7 +212,7 @@ class PrefixRow:
 # level: float64 [24, 4] (min, max, worst loss, worst hour's epoch), NaN for none.
 SUMS_MAGIC = b"NPS1"
 SUMS_HEAD = struct.Struct("<4sBBHH")
-_INT_BINS = 1
+SUMS_INT_BINS = 1
 
 
 def _le(a: array[Any]) -> bytes:
@@ -253,7 +253,7 @@ def encode_sums(sums: Mapping[int, Sums]) -> bytes:
         ints = True
     except (TypeError, OverflowError):
         bins, ints = array("d", map(float, pos + neg)), False
-    return b"".join((SUMS_HEAD.pack(SUMS_MAGIC, _INT_BINS if ints else 0, len(COUNTERS), len(names),
+    return b"".join((SUMS_HEAD.pack(SUMS_MAGIC, SUMS_INT_BINS if ints else 0, len(COUNTERS), len(names),
                                     len(head_names)), head_names,
                      _le(hours), _le(counters), _le(zero), _le(extras), _le(spans), _le(bins)))
 
@@ -278,7 +278,7 @@ def decode_sums(data: bytes, only: Iterable[int] | None = None) -> dict[int, Sum
     hours, counters, zero = take("q", 24), take("d", 24 * nc), take("d", 24)
     extras, spans = take("d", 24 * ne * 2), take("i", 24 * 4)
     total = sum(spans[4 * h + 1] + spans[4 * h + 3] for h in range(24))
-    bins = take("i" if flags & _INT_BINS else "d", total)
+    bins = take("i" if flags & SUMS_INT_BINS else "d", total)
     wanted = set(range(24) if only is None else only)
     out: dict[int, Sums] = {}
     at_pos = 0

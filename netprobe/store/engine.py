@@ -168,9 +168,7 @@ class AsyncEngine:
         """Sync code that may or may not talk to the database (run_sync)."""
         return await greenlet_spawn(fn, *args, _require_await=False, **kwargs)
 
-    async def call_local(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-        """A call that sets state on the connection without talking to the database (options)."""
-        return await self.call_sync(fn, *args, **kwargs)
+    call_local = call_sync      # sets state on the connection without talking to the database (options)
 
     @property
     def dialect(self) -> Dialect:
@@ -332,7 +330,7 @@ class ThreadedEngine(AsyncEngine):
 
     call_statement = call
     call_sync = call
-    call_local = _Worker.call_local
+    call_local = _Worker.call_local     # no hop, as on the worker itself
 
     async def _open(self, worker: _Worker, fn: Callable[[Engine], _T]) -> _T:
         """fn(engine) on `worker`: a connection checked out (and maybe begun). Cancelled meanwhile,

@@ -77,7 +77,7 @@ def _from_db(row: Mapping[Any, Any]) -> AlertStateRow:
 def _to_db(r: AlertStateRow, now: datetime) -> dict[str, Any]:
     details: dict[str, Any] = {
         "window_end": iso(r.window_end) if r.window_end else None, "window_s": r.window_s,
-               "metric": r.metric, "probe": r.probe, "fired_at": iso(r.fired_at) if r.fired_at else None}
+        "metric": r.metric, "probe": r.probe, "fired_at": iso(r.fired_at) if r.fired_at else None}
     if r.local:
         details["local"] = True
     if r.members:

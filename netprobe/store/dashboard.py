@@ -10,6 +10,7 @@ from datetime import datetime
 
 from sqlalchemy import update
 
+from netprobe.store.fleet import AgentInfo
 from netprobe.store.reads import Source, utc
 from netprobe.store.schema import agents
 from netprobe.store.store import Store
@@ -18,11 +19,7 @@ _A = agents.c
 
 
 @dataclass(frozen=True, slots=True)
-class AgentHealth:
-    id: str
-    region: str | None
-    isp: str | None
-    timezone: str | None
+class AgentHealth(AgentInfo):
     first_seen: datetime | None       # None: a token was issued, nothing was received yet
     last_seen: datetime | None
     outbox_backlog: int | None        # None: its uplink does not report it (yet)

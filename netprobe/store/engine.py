@@ -8,10 +8,9 @@ over the async driver (psycopg). Why not sqlalchemy.ext.asyncio itself: its pack
 
 SQLite (ThreadedEngine) has no async driver underneath: SQLAlchemy's sync Core runs over the standard
 sqlite3 module, each checked-out connection's calls on a worker thread it has meanwhile, one hop to
-that thread per call (a statement, connect + BEGIN, COMMIT + close). aiosqlite took about 7 hops to
-its thread per statement (cursor, execute, description, fetch, close, …) plus the greenlet's switches,
-which made the SQL store a large share of the agent's CPU. The rows of a statement are fetched on the worker
-(_BufferedCursor), so the result is read in the event loop without touching SQLite.
+that thread per call (a statement, connect + BEGIN, COMMIT + close) rather than one per cursor step.
+The rows of a statement are fetched on the worker (_BufferedCursor), so the result is read in the
+event loop without touching SQLite.
 """
 
 from __future__ import annotations
@@ -148,7 +147,7 @@ class AsyncConnection:
 
 
 class AsyncEngine:
-    """A sync Core Engine on an async driver (aiosqlite, psycopg's async connections)."""
+    """A sync Core Engine on an async driver (psycopg's async connections)."""
 
     __slots__ = ("sync_engine",)
 
@@ -169,9 +168,7 @@ class AsyncEngine:
         """Sync code that may or may not talk to the database (run_sync)."""
         return await greenlet_spawn(fn, *args, _require_await=False, **kwargs)
 
-    async def call_local(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-        """A call that sets state on the connection without talking to the database (options)."""
-        return await self.call_sync(fn, *args, **kwargs)
+    call_local = call_sync      # sets state on the connection without talking to the database (options)
 
     @property
     def dialect(self) -> Dialect:
@@ -247,7 +244,7 @@ class _BufferedConnection(sqlite3.Connection):
 class _Worker:
     """A thread running calls in order: the calls of one checked-out connection (ThreadedEngine).
 
-    A connection of its own per thread, as aiosqlite had: a statement waiting in SQLite's busy handler
+    A connection of its own per thread: a statement waiting in SQLite's busy handler
     (another connection of this process holds the write lock) blocks its own thread, not the calls
     of the connection that holds the lock and would release it."""
 
@@ -331,14 +328,9 @@ class ThreadedEngine(AsyncEngine):
         finally:
             self._give(worker)
 
-    async def call_statement(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-        return await self.call(fn, *args, **kwargs)
-
-    async def call_sync(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-        return await self.call(fn, *args, **kwargs)
-
-    async def call_local(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-        return fn(*args, **kwargs)
+    call_statement = call
+    call_sync = call
+    call_local = _Worker.call_local     # no hop, as on the worker itself
 
     async def _open(self, worker: _Worker, fn: Callable[[Engine], _T]) -> _T:
         """fn(engine) on `worker`: a connection checked out (and maybe begun). Cancelled meanwhile,
@@ -437,18 +429,14 @@ def upsert(dialect: str, table: Table) -> Any:
     return sqlite_insert(table)
 
 
-def create_async_engine(url: URL, **kwargs: Any) -> AsyncEngine:
-    return AsyncEngine(_sync_engine(url, _is_async=True, **kwargs))
-
-
 def create_engine(url: URL, *, sqlite_cache_kib: int | None = None) -> AsyncEngine:
     """`sqlite_cache_kib`: each SQLite connection's page cache (SQLite's default is 2,000 KiB)."""
     if url.get_backend_name() == "sqlite":
         return _sqlite_engine(url, sqlite_cache_kib)
     # without a connect timeout an unreachable server hangs the agent/CLI for minutes
     connect_args = {} if "connect_timeout" in url.query else {"connect_timeout": 10}
-    return create_async_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5,
-                               connect_args=connect_args, json_deserializer=_pg_json_loads)
+    return AsyncEngine(_sync_engine(url, _is_async=True, pool_pre_ping=True, pool_size=5, max_overflow=5,
+                                    connect_args=connect_args, json_deserializer=_pg_json_loads))
 
 
 def _pg_json_loads(text: str | bytes) -> Any:

@@ -207,8 +207,9 @@ async def stored_routes(conn: AsyncConnection, key: Key, first: tuple[datetime, 
         limit = _PAGE
 
 
-async def detect_new(conn: AsyncConnection, new: Sequence[Envelope]) -> list[PathEvent]:
-    """Events caused by `new`, results just inserted in this transaction, in time order."""
+async def record_new(conn: AsyncConnection, new: Sequence[Envelope]) -> int:
+    """Detect and store the events caused by `new`, results just inserted in this transaction (in time
+    order); returns how many."""
     by_key: dict[Key, list[Route]] = {}
     new_mtr: dict[Key, set[str]] = {}    # stored_routes ignores these, usable or not
     routed = route_probes()
@@ -234,12 +235,6 @@ async def detect_new(conn: AsyncConnection, new: Sequence[Envelope]) -> list[Pat
         events += detect(previous, [*stored, *routes], new_ids, key[0], key[1])
     # stable: one agent × target × probe's events keep the walk's order (by result, then kind)
     events.sort(key=lambda e: (e.detected_at, e.agent_id, e.target_id))
-    return events
-
-
-async def record_new(conn: AsyncConnection, new: Sequence[Envelope]) -> int:
-    """Detect and store the events of just-inserted results (same transaction); returns how many."""
-    events = await detect_new(conn, new)
     if events:
         await conn.execute(insert(path_changes), [e.to_row() for e in events])
     return len(events)

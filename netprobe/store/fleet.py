@@ -117,8 +117,7 @@ async def _newest_routes(conn: Conn, dialect: str, pairs: Sequence[tuple[str, st
     out: dict[tuple[str, str], tuple[str, datetime, str]] = {}
     probes = list(route)
     ids: list[str] = []
-    # Pairs without any round of these probes need no deeper look (most pairs of a direction nobody
-    # traces: one query each was most of a fleet report's route reads).
+    # Pairs without any round of these probes need no deeper look (most pairs of a direction nobody traces)
     unlabelled = set(pairs)
     newest = _NEWEST.format(agent="v.column1", target="v.column2", depth=1)
     ordered = sorted(pairs)

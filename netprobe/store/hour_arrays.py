@@ -19,11 +19,10 @@ import numpy.typing as npt
 import orjson
 
 from netprobe.store import sketch as sketches
-from netprobe.store.prefix import COUNTERS, SUMS_HEAD, SUMS_MAGIC, Sums, extremes_of
+from netprobe.store.prefix import COUNTERS, SUMS_HEAD, SUMS_INT_BINS, SUMS_MAGIC, Sums, extremes_of
 
 F64 = npt.NDArray[np.float64]
 NC = len(COUNTERS)
-_INT_BINS = 1
 _MAPPING = sketches.MAPPING
 _VALUES: dict[int, float] = {}      # bin key -> its value in _MAPPING
 
@@ -80,13 +79,11 @@ class Builder:
         self.rows: list[tuple[str, int, Mapping[str, Any], _Bins | None]] = []
 
     def add_payload(self, target: str, data: bytes, sign: float) -> None:
-        """A stored prefix row's sums as read: decoded in build() with every other payload of its
-        layout at once (a decode per row was a large part of a fleet report's time)."""
+        """A stored prefix row's sums as read: decoded in build() with all the others of its layout."""
         self.payloads[1.0 if sign > 0 else -1.0].append((target, data))
 
     def add_stored_extremes(self, target: str, data: bytes | None) -> None:
-        """A sparse-table level as stored (decode_extremes'): read in build() with all the others in
-        one step (a NumPy array and a stack per level were a twentieth of a budget's CPU)."""
+        """A sparse-table level as stored (decode_extremes'): read in build() with all the others."""
         self.stored_levels.append((target, data))
 
     def add_hour(self, target: str, hour_of_day: int, row: Mapping[str, Any]) -> None:
@@ -172,7 +169,7 @@ def _decode_many(datas: Sequence[bytes]) -> list[tuple[list[int], _Batch]]:
         end = at + fixed.itemsize
         rec = np.frombuffer(b"".join([datas[k][at:end] for k in members]), fixed)
         spans = rec["spans"].astype(np.int64)
-        dtype = np.dtype("<i4" if flags & _INT_BINS else "<f8")
+        dtype = np.dtype("<i4" if flags & SUMS_INT_BINS else "<f8")
         raw = b"".join([datas[k][end:] for k in members])
         counts = spans[:, :, 1].sum(axis=1) + spans[:, :, 3].sum(axis=1)
         if len(raw) != int(counts.sum()) * dtype.itemsize:

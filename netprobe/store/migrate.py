@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from netprobe.errors import StorageError
 
@@ -22,6 +22,12 @@ if TYPE_CHECKING:
 
 # Any fixed number: PostgreSQL advisory lock that serialises concurrent upgrades (several collectors).
 _PG_UPGRADE_LOCK = 0x6E657470
+# Whether alembic_version exists, per dialect (also netprobe.store.reads'). Not inspect().has_table: on
+# PostgreSQL that loads the catalog reflection machinery, a visible part of a short command's start-up.
+HAS_VERSION_TABLE = {
+    "postgresql": "SELECT to_regclass('alembic_version') IS NOT NULL",
+    "sqlite": "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'"}
+READ_VERSION = "SELECT version_num FROM alembic_version"
 
 
 def migrations_dir() -> Path:
@@ -59,7 +65,7 @@ def current_revision(connection: Connection) -> str | None:
     return MigrationContext.configure(connection).get_current_revision()
 
 
-def _script_head() -> str | None:
+def script_head() -> str | None:
     """The head read from the scripts' `revision` / `down_revision` lines, without Alembic; None when
     that is not one plain chain (branches, merges, unusual files): then Alembic decides."""
     revisions: dict[str, str | None] = {}
@@ -82,27 +88,18 @@ def _script_head() -> str | None:
     return heads.pop() if len(heads) == 1 else None
 
 
-def script_head() -> str | None:
-    """The head of the migration scripts read from their text (None: let Alembic decide)."""
-    return _script_head()
-
-
 def _stored_revision(connection: Connection) -> str | None:
     """alembic_version's one row as Alembic reads it; None when there is no table or not one row."""
-    # Not inspect().has_table: on PostgreSQL that loads the catalog reflection machinery, a visible part
-    # of a short command's start-up, for one yes or no.
     from sqlalchemy import inspect, text
 
-    if connection.dialect.name == "postgresql":
-        exists = connection.execute(text("SELECT to_regclass('alembic_version') IS NOT NULL")).scalar()
-    elif connection.dialect.name == "sqlite":
-        exists = connection.execute(text("SELECT count(*) FROM sqlite_master WHERE type = 'table' "
-                                         "AND name = 'alembic_version'")).scalar()
+    sql = HAS_VERSION_TABLE.get(connection.dialect.name)
+    if sql is None:
+        exists: Any = inspect(connection).has_table("alembic_version")
     else:
-        exists = inspect(connection).has_table("alembic_version")
+        exists = connection.execute(text(sql)).scalar()
     if not exists:
         return None
-    rows = connection.execute(text("SELECT version_num FROM alembic_version")).all()
+    rows = connection.execute(text(READ_VERSION)).all()
     return str(rows[0][0]) if len(rows) == 1 else None
 
 
@@ -114,26 +111,23 @@ def upgrade(connection: Connection, revision: str = "head") -> str | None:
         connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_UPGRADE_LOCK})
     if revision == "head":
         current = _stored_revision(connection)
-        if current is not None and current == _script_head():
+        if current is not None and current == script_head():
             return current  # already there: nothing for Alembic to do
-    from alembic import command
-    from alembic.util import CommandError
-
-    _check_known(connection)
-    try:
-        command.upgrade(alembic_config(connection), revision)
-    except CommandError as exc:
-        raise MigrationError(str(exc)) from exc
-    return current_revision(connection)
+    return _command(connection, "upgrade", revision)
 
 
 def downgrade(connection: Connection, revision: str = "base") -> str | None:
+    return _command(connection, "downgrade", revision)
+
+
+def _command(connection: Connection, name: str, revision: str) -> str | None:
+    """Alembic's `name` command (upgrade, downgrade) to `revision`; returns the revision reached."""
     from alembic import command
     from alembic.util import CommandError
 
     _check_known(connection)
     try:
-        command.downgrade(alembic_config(connection), revision)
+        getattr(command, name)(alembic_config(connection), revision)
     except CommandError as exc:
         raise MigrationError(str(exc)) from exc
     return current_revision(connection)

@@ -1,6 +1,6 @@
-"""One agent × target over a span, as the dashboard's target page asks for it: who the pair is, which
-and each probe's hour rows decoded into NumPy arrays, merged into any grouping of
-hours (a chart's buckets, the whole span, the evening peak) as hour_arrays.Window, whose quantiles
+"""One agent × target over a span, as the dashboard's target page asks for it: who the pair is, and
+each probe's hour rows decoded into NumPy arrays, merged into any grouping of hours (a chart's
+buckets, the whole span, the evening peak) as hour_arrays.Window, whose quantiles
 follow DDSketch's rule on the merged bins (the merged sketch's, not an average of hours' quantiles).
 
 Plain SQL (netprobe.store.reads); the hour rows are one range of the rollups' primary key per probe."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
+from datetime import date, datetime, time
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -19,7 +19,7 @@ import orjson
 from netprobe.store import sketch as sketches
 from netprobe.store.fleet import AgentInfo, TargetInfo
 from netprobe.store.hour_arrays import HourArrays, Runs, Window
-from netprobe.store.prefix import COUNTERS, local_day, midnight
+from netprobe.store.prefix import COUNTERS, day_folded, midnight
 from netprobe.store.reads import Source, utc
 
 F64 = npt.NDArray[np.float64]
@@ -111,7 +111,7 @@ async def day_series(store: Source, agent_id: str, target_id: str, probe: str, z
         return None
     b = Builder()
     for k in range(0 if begun else 1, len(rows)):
-        day = local_day(fus[k] - timedelta(microseconds=1), zone)
+        day = day_folded(fus[k], zone)
         b.add_payload(day.isoformat(), bytes(rows[k][2]), 1.0)
         if k:
             if fus[k - 1] != midnight(day, zone):      # the row before must end the day before

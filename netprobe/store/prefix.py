@@ -189,6 +189,11 @@ def local_day(hour: datetime, zone: ZoneInfo) -> date:
     return hour.astimezone(zone).date()
 
 
+def day_folded(folded_until: datetime, zone: ZoneInfo) -> date:
+    """The local day a row folded until `folded_until` ends (or, partial, is within)."""
+    return local_day(folded_until - timedelta(microseconds=1), zone)
+
+
 @dataclass(slots=True)
 class PrefixRow:
     """One stored row, decoded."""
@@ -207,7 +212,7 @@ class PrefixRow:
 # level: float64 [24, 4] (min, max, worst loss, worst hour's epoch), NaN for none.
 SUMS_MAGIC = b"NPS1"
 SUMS_HEAD = struct.Struct("<4sBBHH")
-_INT_BINS = 1
+SUMS_INT_BINS = 1
 
 
 def _le(a: array[Any]) -> bytes:
@@ -248,7 +253,7 @@ def encode_sums(sums: Mapping[int, Sums]) -> bytes:
         ints = True
     except (TypeError, OverflowError):
         bins, ints = array("d", map(float, pos + neg)), False
-    return b"".join((SUMS_HEAD.pack(SUMS_MAGIC, _INT_BINS if ints else 0, len(COUNTERS), len(names),
+    return b"".join((SUMS_HEAD.pack(SUMS_MAGIC, SUMS_INT_BINS if ints else 0, len(COUNTERS), len(names),
                                     len(head_names)), head_names,
                      _le(hours), _le(counters), _le(zero), _le(extras), _le(spans), _le(bins)))
 
@@ -273,7 +278,7 @@ def decode_sums(data: bytes, only: Iterable[int] | None = None) -> dict[int, Sum
     hours, counters, zero = take("q", 24), take("d", 24 * nc), take("d", 24)
     extras, spans = take("d", 24 * ne * 2), take("i", 24 * 4)
     total = sum(spans[4 * h + 1] + spans[4 * h + 3] for h in range(24))
-    bins = take("i" if flags & _INT_BINS else "d", total)
+    bins = take("i" if flags & SUMS_INT_BINS else "d", total)
     wanted = set(range(24) if only is None else only)
     out: dict[int, Sums] = {}
     at_pos = 0
@@ -284,8 +289,7 @@ def decode_sums(data: bytes, only: Iterable[int] | None = None) -> dict[int, Sum
             ex = {n: [extras[(h * ne + i) * 2], extras[(h * ne + i) * 2 + 1]] for i, n in enumerate(names)}
             out[h] = Sums(hours[h], list(counters[h * nc:(h + 1) * nc]), pos_off,
                           list(bins[at_pos:at_pos + pos_n]), neg_off, list(bins[at_neg:at_neg + neg_n]),
-                          zero[h],
-                          {n: v for n, v in ex.items() if v[1]})
+                          zero[h], {n: v for n, v in ex.items() if v[1]})
         at_pos += pos_n
         at_neg += neg_n
     return out
@@ -388,7 +392,6 @@ def fold_until(now: datetime) -> datetime:
     return hour_of(now - FOLD_LAG)
 
 
-__all__ = ["COUNTERS", "FOLD_LAG", "HOUR", "LEVELS", "Extremes", "Folder", "PrefixRow",
-           "Sums",
-           "combine", "covers", "decode_level", "decode_sums", "encode_level", "encode_sums", "extremes_of",
-           "fold_until", "level_for", "local_day", "midnight"]
+__all__ = ["COUNTERS", "FOLD_LAG", "HOUR", "LEVELS", "Extremes", "Folder", "PrefixRow", "Sums", "combine",
+           "covers", "day_folded", "decode_level", "decode_sums", "encode_level", "encode_sums",
+           "extremes_of", "fold_until", "level_for", "local_day", "midnight"]

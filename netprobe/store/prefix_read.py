@@ -11,7 +11,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from netprobe.store.prefix import COUNTERS, LEVELS, covers, level_for, local_day, midnight
+from netprobe.store.prefix import COUNTERS, LEVELS, covers, day_folded, level_for, midnight
 from netprobe.store.reads import Conn, utc
 
 if TYPE_CHECKING:
@@ -38,8 +38,6 @@ _KEYS_PER_READ = 2000          # one statement per agent of a few hundred series
 # A LIMIT keeps PostgreSQL from pulling the subquery up into the outer one, which evaluated each of
 # its index descents twice (once per use of the column: 4 per series instead of 2).
 _FENCE = 2**31 - 1
-def _day_of(fu: datetime, zone: ZoneInfo) -> date:
-    return local_day(fu - timedelta(microseconds=1), zone)
 
 
 def _marks(n_probes: int, targets: bool) -> str:
@@ -102,7 +100,7 @@ async def local_days(conn: Conn, agent_id: str, zone: ZoneInfo, first: date, now
     # instants (its folds' ends): each is taken to local time once.
     @cache
     def day_of(fu: datetime) -> date:
-        return _day_of(fu, zone)
+        return day_folded(fu, zone)
 
     @cache
     def midnight_of(day: date) -> datetime:

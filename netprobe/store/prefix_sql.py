@@ -1,22 +1,22 @@
-"""The SQL of prefix rollups (netprobe.store.prefix): fold hourly rows in, invalidate on late writes, and
+"""The SQL of prefix rollups (netprobe.store.prefix): fold hourly rows in, invalidate on late writes
 (the readers' question, "these local days of this agent", is netprobe.store.prefix_read)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
 from zoneinfo import ZoneInfo
 
 from sqlalchemy import bindparam, delete, func, select, text
 
-from netprobe.store.engine import AsyncConnection
+from netprobe.store.engine import AsyncConnection, upsert
 from netprobe.store.prefix import (
     LEVELS,
     Extremes,
     Folder,
     PrefixRow,
+    day_folded,
     decode_level,
     decode_sums,
     encode_level,
@@ -37,16 +37,6 @@ _REFOLD = REFOLD                    # store_meta: a late write emptied some seri
 _FOLD_LOCK = 0x6E70_0002            # PostgreSQL advisory lock: a fold vs. late writers
 Series = tuple[str, str, str]       # agent_id, target_id, probe
 _LEVEL_COLS = [getattr(_P, f"l{k}") for k in range(LEVELS)]
-
-
-def _day_of(fu: datetime, zone: ZoneInfo) -> date:
-    return local_day(fu - timedelta(microseconds=1), zone)
-
-
-def _row(r: Any, zone: ZoneInfo, sums: bool, levels: Iterable[int]) -> PrefixRow:
-    return PrefixRow(folded_until=r.folded_until, day=_day_of(r.folded_until, zone),
-                     sums=decode_sums(r.payload) if sums else None,
-                     levels={k: decode_level(getattr(r, f"l{k}")) for k in levels})
 
 
 def _partial(row: PrefixRow, zone: ZoneInfo) -> bool:
@@ -73,18 +63,12 @@ async def invalidate(conn: AsyncConnection, dialect: str, first_hours: Mapping[S
     await conn.execute(stmt, [{"a": a, "t": t, "p": p, "h": h} for (a, t, p), h in sorted(late.items())])
     marker = (await conn.execute(select(store_meta.c.value).where(store_meta.c.key == _REFOLD))).scalar()
     if marker is None or datetime.fromisoformat(marker) > oldest:
-        await _set_meta(conn, dialect, _REFOLD, oldest.isoformat())
+        await set_meta(conn, dialect, _REFOLD, oldest.isoformat())
 
 
-async def _set_meta(conn: AsyncConnection, dialect: str, key: str, value: str) -> None:
-    if dialect == "postgresql":  # SQLAlchemy's PostgreSQL dialects only where they are used
-        from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-        ins: Any = pg_insert(store_meta)
-    else:
-        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-        ins = sqlite_insert(store_meta)
+async def set_meta(conn: AsyncConnection, dialect: str, key: str, value: str) -> None:
+    """Set store_meta's `key` to `value`."""
+    ins = upsert(dialect, store_meta)
     await conn.execute(ins.on_conflict_do_update(index_elements=["key"], set_={"value": ins.excluded.value}),
                        {"key": key, "value": value})
 
@@ -122,7 +106,7 @@ async def fold_done(conn: AsyncConnection, dialect: str, marker: str | None, sta
     """Clear the refold marker as read at the start, unless a late write moved it since; series the
     fold could not take keep one at their first hour, so readers go on reading their hours."""
     if stats.unfolded_from is not None:
-        await _set_meta(conn, dialect, _REFOLD, stats.unfolded_from.isoformat())
+        await set_meta(conn, dialect, _REFOLD, stats.unfolded_from.isoformat())
     elif marker is not None:
         await conn.execute(delete(store_meta).where(store_meta.c.key == _REFOLD,
                                                     store_meta.c.value == marker))
@@ -134,7 +118,7 @@ async def fold(conn: AsyncConnection, dialect: str, series: Sequence[Series], no
     if dialect == "postgresql":
         await conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _FOLD_LOCK})
     else:   # take SQLite's write lock first, so what we read is what we build on
-        await _set_meta(conn, dialect, "prefix_fold_at", now.isoformat())
+        await set_meta(conn, dialect, "prefix_fold_at", now.isoformat())
     until = fold_until(now)
     ids = sorted({s[0] for s in series})
     zones = {r.id: zone_of(r.timezone)[0]
@@ -155,7 +139,8 @@ async def _fold_series(conn: AsyncConnection, series: Series, zone: ZoneInfo, un
     if r is not None and r.zone != str(zone.key):   # the agent moved zone: rebuild from the start
         await conn.execute(delete(rollups_prefix).where(*mine))
     elif r is not None:
-        start = _row(r, zone, True, (0,))
+        start = PrefixRow(folded_until=r.folded_until, day=day_folded(r.folded_until, zone),
+                          sums=decode_sums(r.payload), levels={0: decode_level(r.l0)})
     q = select(rollups_hourly).where(_H.agent_id == agent_id, _H.target_id == target_id, _H.probe == probe,
                                      _H.hour < until)
     if start is not None:
@@ -168,7 +153,7 @@ async def _fold_series(conn: AsyncConnection, series: Series, zone: ZoneInfo, un
     else:
         first_day = start.day if _partial(start, zone) else start.day + timedelta(days=1)
     last_day = local_day(hours[-1]["hour"], zone)
-    span = _days(first_day, last_day)
+    span = [first_day + timedelta(days=i) for i in range((last_day - first_day).days + 1)]
     wanted = sorted({d - timedelta(days=1 << j) for d in span for j in range(LEVELS - 1)} - set(span))
     history: dict[date, list[dict[int, Extremes]]] = {}
     if start is not None and wanted:
@@ -177,7 +162,7 @@ async def _fold_series(conn: AsyncConnection, series: Series, zone: ZoneInfo, un
             rows = await conn.execute(select(_P.folded_until, *_LEVEL_COLS).where(
                 *mine, _P.folded_until.in_(fus[i:i + 500])))
             for lv in rows:
-                history[_day_of(lv.folded_until, zone)] = [decode_level(getattr(lv, f"l{k}"))
+                history[day_folded(lv.folded_until, zone)] = [decode_level(getattr(lv, f"l{k}"))
                                                           for k in range(LEVELS)]
     folder = Folder(zone, start, history)
     try:
@@ -201,10 +186,6 @@ async def _fold_series(conn: AsyncConnection, series: Series, zone: ZoneInfo, un
         await conn.execute(rollups_prefix.insert(), rows_out[i:i + 200])
     stats.series += 1
     stats.rows += len(rows_out)
-
-
-def _days(first: date, last: date) -> list[date]:
-    return [first + timedelta(days=i) for i in range((last - first).days + 1)]
 
 
 __all__ = ["FoldStats", "clear", "fold", "fold_done", "fold_plan", "invalidate"]

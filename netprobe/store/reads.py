@@ -280,7 +280,7 @@ async def open_reader(url: str | None) -> Reader | None:
     """A Reader on `url` (None: the agent's default SQLite file) when it is an existing database at the
     migration scripts' head; None otherwise (open it with open_store, which creates and migrates, and
     says what is wrong with it)."""
-    from netprobe.store.migrate import script_head
+    from netprobe.store.migrate import HAS_VERSION_TABLE, READ_VERSION, script_head
     from netprobe.store.urls import default_db_url
 
     text = url or default_db_url()
@@ -294,12 +294,8 @@ async def open_reader(url: str | None) -> Reader | None:
     reader = Reader(text, dialect, target)
     try:
         async with reader.reading("reading the schema revision of") as conn:
-            if dialect == "sqlite":
-                has = await conn.fetch("SELECT count(*) FROM sqlite_master WHERE type = 'table' "
-                                       "AND name = 'alembic_version'")
-            else:
-                has = await conn.fetch("SELECT to_regclass('alembic_version') IS NOT NULL")
-            rows = await conn.fetch("SELECT version_num FROM alembic_version") if has[0][0] else []
+            has = await conn.fetch(HAS_VERSION_TABLE[dialect])
+            rows = await conn.fetch(READ_VERSION) if has[0][0] else []
     except StorageError:
         await reader.close()
         return None

@@ -122,10 +122,6 @@ class Rollup:
         values["extras"] = json.dumps(self.extras, separators=(",", ":")) if self.extras else None
         return values
 
-    def _mean(self, name: str) -> float | None:
-        total, n = self.extras.get(name, (0.0, 0))
-        return total / n if n else None
-
     # -- derived figures ------------------------------------------------------------------------
     def quantile(self, q: float) -> float | None:
         """q in 0..1 from the sketch, clamped to the exact min/max it cannot exceed."""
@@ -162,9 +158,9 @@ class Rollup:
         }
 
     def _derived(self, f: RollupFigure) -> float | None:
+        total, count = self.extras.get(f.extra, (0.0, 0))
         if f.per is None:
-            return self._mean(f.extra)
-        total, _ = self.extras.get(f.extra, (0.0, 0))
+            return total / count if count else None
         per, n = self.extras.get(f.per, (0.0, 0))
         return total / (per / f.per_scale) if n and per > 0 else None
 

@@ -80,5 +80,4 @@ def _hops(report: Any) -> list[list[str]]:
             for hub in hubs]
 
 
-
 __all__ = ["Route", "route_of", "route_probes"]

@@ -67,10 +67,6 @@ class JsonDocument(TypeDecorator[Any]):
         return dialect.type_descriptor(JSON())
 
 
-def json_type() -> Any:
-    return JsonDocument()
-
-
 ID = 128   # length of agent/target/result ids
 
 agents = Table(
@@ -79,7 +75,7 @@ agents = Table(
     Column("region", String(128)),
     Column("isp", String(128)),
     Column("timezone", String(64)),
-    Column("info", json_type()),
+    Column("info", JsonDocument()),
     Column("token_hash", String(255)),     # collector: per-agent bearer token, hashed
     Column("first_seen", UTCDateTime(), nullable=False),
     Column("last_seen", UTCDateTime(), nullable=False),
@@ -96,7 +92,7 @@ targets = Table(
     Column("host", String(255)),
     Column("datacenter", String(128)),
     Column("line", String(64)),
-    Column("info", json_type()),
+    Column("info", JsonDocument()),
     Column("first_seen", UTCDateTime(), nullable=False),
     Column("last_seen", UTCDateTime(), nullable=False),
 )
@@ -109,7 +105,7 @@ probe_results = Table(
     Column("target_id", String(ID), ForeignKey("targets.id"), nullable=False),
     Column("started_at", UTCDateTime(), nullable=False),
     Column("status", String(16), nullable=False),
-    Column("envelope", json_type(), nullable=False),
+    Column("envelope", JsonDocument(), nullable=False),
     Column("stored_at", UTCDateTime(), nullable=False),
     Index("ix_probe_results_agent_target_started", "agent_id", "target_id", "started_at"),
     # a route's newest round of one probe (its detected line): found where the probe's rows begin,
@@ -169,7 +165,7 @@ path_changes = Table(
     Column("old_hash", String(64)),
     Column("new_hash", String(64)),
     Column("label", String(32)),
-    Column("details", json_type()),
+    Column("details", JsonDocument()),
     Index("ix_path_changes_agent_target_detected", "agent_id", "target_id", "detected_at"),
 )
 
@@ -183,7 +179,7 @@ alert_states = Table(
     Column("value", Float),
     Column("started_at", UTCDateTime()),
     Column("updated_at", UTCDateTime(), nullable=False),
-    Column("details", json_type()),
+    Column("details", JsonDocument()),
 )
 
 alert_events = Table(
@@ -202,10 +198,10 @@ alert_events = Table(
     Column("scope", String(16)),                        # quorum rules: region | isp
     Column("scope_value", String(128)),
     Column("quorum", Integer),
-    Column("agents", json_type()),                      # quorum rules: the agents that agreed
+    Column("agents", JsonDocument()),                      # quorum rules: the agents that agreed
     Column("started_at", UTCDateTime()),
     Column("at", UTCDateTime(), nullable=False),        # end of the window of the transition
-    Column("details", json_type()),
+    Column("details", JsonDocument()),
     Index("ix_alert_events_agent_target_at", "agent_id", "target_id", "at"),
     Index("ix_alert_events_rule_agent_target", "rule", "agent_id", "target_id"),
 )
@@ -214,7 +210,7 @@ outbox = Table(
     "outbox", metadata,
     Column("seq", Integer, primary_key=True, autoincrement=True),
     Column("result_id", String(ID), nullable=False, unique=True),
-    Column("payload", json_type(), nullable=False),
+    Column("payload", JsonDocument(), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
     Column("attempts", Integer, nullable=False, default=0),
     Column("next_attempt_at", UTCDateTime(), nullable=False),

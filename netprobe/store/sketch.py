@@ -136,12 +136,11 @@ def stored_bins(d: dict[str, Any]) -> tuple[int, list[Count], int, list[Count], 
     return (pos["offset"] if pos["counts"] else 0, pos["counts"], neg["offset"] if neg["counts"] else 0,
             neg["counts"], d["zero"])
 
+
 # The write path builds one sketch per new hour row and merges into existing rows; a DDSketch (its
 # mapping, two stores growing bin by bin) costs far more than the few dozen samples of a round. Bins
 # holds exactly what dumps writes, computed as DDSketch would compute it, for the default mapping.
 MAPPING = new_sketch()._mapping         # the default mapping, shared: it is never changed
-
-
 
 
 @dataclass(slots=True)
@@ -263,7 +262,7 @@ def bins_from_text(text: str) -> Bins | None:
 
 def bins_text(bins: Bins) -> str:
     """dumps of the sketch `bins` holds: the same JSON values (orjson writes the numbers; a figure that
-    is not finite goes through dumps' json module, as it always did)."""
+    is not finite goes through dumps' json module)."""
     data = {
         "v": FORMAT,
         "gamma": MAPPING.gamma,

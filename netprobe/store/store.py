@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import math
 import time
@@ -16,14 +17,12 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import orjson
-from sqlalchemy import Select, Table, bindparam, delete, select, text, update
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import Select, bindparam, delete, select, text, update
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.sql.dml import Insert
 
 from netprobe.errors import StorageError
-from netprobe.store import events, migrate, outbox, prefix_read, prefix_sql, reads, routes
+from netprobe.store import engine, events, migrate, outbox, prefix_read, prefix_sql, reads, routes
 from netprobe.store import sketch as sketches
 from netprobe.store.engine import READ_ONLY, AsyncConnection, AsyncEngine, create_engine, mapped_errors
 from netprobe.store.envelopes import Envelope, stored_envelope
@@ -69,14 +68,8 @@ _PG_INSERT_HOURS = text(
     "RETURNING agent_id, target_id, probe, hour) "
     "SELECT v.ordinality FROM v WHERE NOT EXISTS (SELECT FROM ins WHERE ins.agent_id = v.agent_id "
     "AND ins.target_id = v.target_id AND ins.probe = v.probe AND ins.hour = v.hour)")
-_PG_CREATE_HOURS = text(
-    f"INSERT INTO rollups_hourly ({', '.join(_ROLLUP_COLS)}) "
-    f"SELECT {', '.join('v.' + c for c in _ROLLUP_COLS)} "
-    "FROM json_populate_recordset(NULL::rollups_hourly, CAST(:rows AS json)) WITH ORDINALITY AS v "
-    "ORDER BY v.ordinality "
-    "ON CONFLICT (agent_id, target_id, probe, hour) DO NOTHING")
 # The hour rows to merge into, locked in key order. Not `(agent_id, …, hour) IN (…)`: PostgreSQL tests
-# that list against every row of the table (seconds per batch once it holds a few days of a fleet).
+# that list against every row of the table.
 _PG_LOCK_HOURS = text(
     "SELECT r.* FROM rollups_hourly AS r "
     "JOIN json_populate_recordset(NULL::rollups_hourly, CAST(:rows AS json)) AS v "
@@ -219,22 +212,13 @@ def _merged(row: Mapping[Any, Any], delta: Delta) -> Delta:
     return merged, mine
 
 
-def _merged_row(key: HourKey, row: Mapping[Any, Any], delta: Delta, now: datetime) -> dict[str, Any]:
-    return _hour_row(key, _merged(row, delta), now)
-
-
 _SQLITE_KNOWN_RESULTS = "SELECT id FROM probe_results WHERE id IN (SELECT value FROM json_each(?))"
 _SQLITE_INSERT_RESULTS = ("INSERT INTO probe_results (id, probe, agent_id, target_id, started_at, status, "
                           "envelope, stored_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")   # envelope: _sqlite_json's
 
 
-def _iso(ts: datetime) -> str:
-    return (ts.astimezone(UTC) if ts.tzinfo is not None else ts).replace(tzinfo=None).isoformat(" ")
-
-
-def _iso_us(ts: datetime) -> str:
-    return (ts.astimezone(UTC) if ts.tzinfo is not None else ts).replace(tzinfo=None).isoformat(
-        " ", "microseconds")
+def _iso(ts: datetime, timespec: str = "auto") -> str:
+    return (ts.astimezone(UTC) if ts.tzinfo is not None else ts).replace(tzinfo=None).isoformat(" ", timespec)
 
 
 _PROBES = (datetime(2001, 2, 3, 4, 5, 6, tzinfo=UTC), datetime(987, 6, 5, 4, 3, 2, 1, tzinfo=UTC),
@@ -247,7 +231,8 @@ def _stamp(conn: AsyncConnection) -> Callable[[datetime], str]:
     the very same text (far cheaper than SQLAlchemy's processor), else the processor itself."""
     process = _R.hour.type.dialect_impl(conn.dialect).bind_processor(conn.dialect)
     assert process is not None
-    for fast in (_iso_us, _iso):
+    for timespec in ("microseconds", "auto"):
+        fast = functools.partial(_iso, timespec=timespec)
         if all(fast(ts) == process(ts) for ts in _PROBES):
             return fast
     return process
@@ -374,10 +359,9 @@ class Store:
         Envelopes only: JSON is validated where it comes in (parse_envelopes), the agent's own rounds
         are typed by construction (envelope_of). With `outbox_cap`, the newly stored ones also enter
         the upload outbox in the same transaction, and the outbox is trimmed (oldest first) to that
-        many rows. `bulk`: a bulk load that
-        can be run again (`db import`): on PostgreSQL the new rows go in by COPY, and the commit does
-        not wait for the WAL to reach the disk (synchronous_commit off, this transaction only); what is
-        stored is the same.
+        many rows. `bulk`: a bulk load that can be run again (`db import`): on PostgreSQL the new rows
+        go in by COPY, and the commit does not wait for the WAL to reach the disk (synchronous_commit
+        off, this transaction only); what is stored is the same.
         """
         unique: dict[str, Envelope] = {}
         for env in envelopes:
@@ -444,14 +428,6 @@ class Store:
         async with self._write("noting an upload failure in") as conn:
             await outbox.note_failure(conn, seqs, error, retry_at)
 
-    def _insert(self, table: Table) -> Any:
-        if self.dialect == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as pg_insert  # not in a SQLite process
-
-            return pg_insert(table)
-        ins: Insert = sqlite_insert(table)
-        return ins
-
     async def _upsert_refs(self, conn: AsyncConnection, envs: Sequence[Envelope],
                            now: datetime) -> list[tuple[tuple[str, str], tuple[Any, ...]]]:
         """Create or update the batch's agent and target rows (info from each one's newest round in the
@@ -460,7 +436,7 @@ class Store:
         A table's rows are skipped when each one is exactly as this process wrote it less than
         REFS_REFRESH_S ago: last_seen is then up to that much behind (a minute is its precision), and
         unchanged rows are not rewritten on every request. Any change (new id, other info, stale
-        last_seen) rewrites all of the batch's rows of that table, as before. Target rows are then
+        last_seen) rewrites all of the batch's rows of that table. Target rows are then
         still locked (FOR NO KEY UPDATE, as the upsert's UPDATE would) when the batch has mtr results
         for them: those locks serialise concurrent writers of one agent × target, so path events see
         each other's results (events.record_new)."""
@@ -493,7 +469,7 @@ class Store:
                     if mtr:
                         await conn.execute(_LOCK_TARGETS, {"ids": mtr})
                 continue
-            stmt = self._insert(table)
+            stmt = engine.upsert(self.dialect, table)
             stmt = stmt.on_conflict_do_update(
                 index_elements=["id"],
                 set_={c: stmt.excluded[c] for c in (*cols, "info", "last_seen")})
@@ -553,7 +529,7 @@ class Store:
 
         A row that does not exist yet is inserted as the delta itself (one multi-row statement), with
         no row to read and merge into: in a backfill or a bulk import nearly every round opens one.
-        The rest are then locked, read, merged and updated, as every row used to be."""
+        The rest are then locked, read, merged and updated."""
         if not deltas:
             return
         keys = sorted(deltas)
@@ -585,14 +561,14 @@ class Store:
             empty = Rollup().to_row()
             created_rows = [{"agent_id": a, "target_id": t, "probe": p, "hour": h, **empty, "updated_at": now}
                             for a, t, p, h in keys]
-            await conn.execute(_PG_CREATE_HOURS, {"rows": orjson.dumps(created_rows).decode()})
+            await conn.execute(_PG_INSERT_HOURS, {"rows": orjson.dumps(created_rows).decode()})
             rest = list(keys)
         if not rest:
             return
         wanted = [{"agent_id": a, "target_id": t, "probe": p, "hour": h} for a, t, p, h in rest]
         current = {(r["agent_id"], r["target_id"], r["probe"], r["hour"]): r for r in
                    (await conn.execute(_PG_LOCK_HOURS, {"rows": orjson.dumps(wanted).decode()})).mappings()}
-        merged_rows = [_merged_row(k, current[k], deltas[k], now) for k in rest]
+        merged_rows = [_hour_row(k, _merged(current[k], deltas[k]), now) for k in rest]
         if _jsonable(merged_rows):
             await conn.execute(_PG_UPDATE_HOURS, {"rows": orjson.dumps(merged_rows).decode()})
             return
@@ -664,9 +640,7 @@ class Store:
             deleted = await conn.execute(delete(probe_results).where(probe_results.c.started_at < cutoff))
             old = await self._horizon(conn)
             if old is None or cutoff > old:
-                stmt = self._insert(store_meta)
-                stmt = stmt.on_conflict_do_update(index_elements=["key"], set_={"value": stmt.excluded.value})
-                await conn.execute(stmt, {"key": _HORIZON, "value": cutoff.isoformat()})
+                await prefix_sql.set_meta(conn, self.dialect, _HORIZON, cutoff.isoformat())
             return int(deleted.rowcount)
 
     async def fold_rollups(self, now: datetime | None = None, *, chunk: int = 50) -> prefix_sql.FoldStats:

@@ -11,6 +11,7 @@ from sqlalchemy import or_, select, update
 from netprobe.store.schema import agent_tokens
 from netprobe.store.secrets_table import put_secret, revoke_secret
 from netprobe.store.store import Store
+from netprobe.times import iso
 
 _T = agent_tokens.c
 
@@ -25,11 +26,9 @@ class AgentToken:
     last_used_at: datetime | None
 
     def to_dict(self) -> dict[str, Any]:
-        def iso(ts: datetime | None) -> str | None:
-            return ts.isoformat().replace("+00:00", "Z") if ts is not None else None
-
-        return {"id": self.agent_id, "created_at": iso(self.created_at), "revoked_at": iso(self.revoked_at),
-                "last_used_at": iso(self.last_used_at)}
+        return {"id": self.agent_id, "created_at": iso(self.created_at),
+                "revoked_at": iso(self.revoked_at) if self.revoked_at is not None else None,
+                "last_used_at": iso(self.last_used_at) if self.last_used_at is not None else None}
 
 
 @dataclass(frozen=True, slots=True)

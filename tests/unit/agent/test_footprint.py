@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from netprobe.store.migrate import _script_head, head_revision
+from netprobe.store.migrate import head_revision
+from netprobe.store.migrate import script_head as _script_head
 
 # Never needed by an agent without [alerts], [influxdb] or [geoip] on a database at the head
 # (ripe.atlas.sagan is not listed: its namespace-package .pth imports `ripe` at interpreter start).

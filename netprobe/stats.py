@@ -6,7 +6,7 @@ import itertools
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -35,8 +35,7 @@ class RttStats:
     stdev: float
 
     def to_dict(self) -> dict[str, float]:
-        return {"min": self.min, "avg": self.avg, "p50": self.p50, "p95": self.p95,
-                "max": self.max, "stdev": self.stdev}
+        return asdict(self)
 
 
 def rtt_stats(values: Sequence[float]) -> RttStats | None:

@@ -31,9 +31,8 @@ def iso(ts: datetime) -> str:
 PR_SET_TIMERSLACK = 29   # <linux/prctl.h>
 PR_GET_TIMERSLACK = 30
 # A timer may fire this much later than asked, at most, so that the kernel wakes the process once for
-# timers (and socket reads) that fall close together: about half the agent's loop wake-ups on the lab
-# benchmark (bench/README.md, agent_footprint). What is measured is stamped by the kernel when it happens
-# (sends just before sendto, replies on arrival: I/O wakes at once), so the figures do not move;
+# timers (and socket reads) that fall close together. What is measured is stamped by the kernel when it
+# happens (sends just before sendto, replies on arrival: I/O wakes at once), so the figures do not move;
 # requests leave up to the slack off their nominal spacing and a round ends up to the slack later.
 SLACK_PER_INTERVAL = 0.1
 

@@ -49,7 +49,6 @@ def _providers(events: bool, lines: bool = False) -> dict[str, tuple[str, ...]]:
     return {metric: tuple(name for _, _, name in sorted(found)) for metric, found in ranked.items()}
 
 
-
 @dataclass(frozen=True, slots=True)
 class Value:
     value: float | None        # None: the rounds there carry no such figure (e.g. RTT at 100 % loss)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hmac
 from datetime import datetime, timedelta
 
-from netprobe.config.base import check_id
+from netprobe.config.base import check_id_arg
 from netprobe.config.secrets import hash_token, new_token
 from netprobe.errors import UsageError
 from netprobe.store import Store
@@ -18,10 +18,7 @@ TOUCH_EVERY = timedelta(seconds=60)
 
 def check_agent_id(agent_id: str) -> str:
     """The agent config's id rules, as a UsageError (exit 2) for the command line."""
-    try:
-        return check_id(agent_id)
-    except ValueError as exc:
-        raise UsageError(f"AGENT_ID: {exc}") from None
+    return check_id_arg(agent_id, "AGENT_ID")
 
 
 class Tokens:

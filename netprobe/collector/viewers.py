@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hmac
 
-from netprobe.config.base import check_id
+from netprobe.config.base import check_id_arg
 from netprobe.config.secrets import hash_token, new_token
 from netprobe.errors import UsageError
 from netprobe.store import Store
@@ -14,10 +14,7 @@ from netprobe.times import utc_now
 
 def check_viewer_name(name: str) -> str:
     """An id as agents' are (no ":", which HTTP Basic would split on), as a UsageError (exit 2)."""
-    try:
-        return check_id(name)
-    except ValueError as exc:
-        raise UsageError(f"NAME: {exc}") from None
+    return check_id_arg(name, "NAME")
 
 
 class Viewers:

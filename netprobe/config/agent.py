@@ -119,8 +119,8 @@ def _build(data: dict[str, Any], problems: list[str]) -> Config | None:
     sections = validate_sections(data, _SECTIONS, {"agent"}, problems)
 
     defaults_raw, defaults = _probe_defaults(data.get("probes", {}), problems)
-    targets, effective = _targets(data.get("targets"), defaults_raw, defaults, problems)
     raw_targets = data.get("targets")
+    targets, effective = _targets(raw_targets, defaults_raw, defaults, problems)
     target_ids = [t["id"] for t in raw_targets if isinstance(t, dict) and isinstance(t.get("id"), str)] \
         if isinstance(raw_targets, list) else []
     alerts, notifiers = check_alerting(data, problems, target_ids, agent=True)
@@ -133,11 +133,7 @@ def _build(data: dict[str, Any], problems: list[str]) -> Config | None:
     problems += _extras(sections, alerts)
     if problems:
         return None
-    config = Config(agent=sections["agent"], storage=sections["storage"], resolver=sections["resolver"],
-                    log=sections["log"], geoip=sections["geoip"], metrics=sections["metrics"],
-                    influxdb=sections["influxdb"], uplink=sections["uplink"],
-                    reflector=sections["reflector"], classification=sections["classification"],
-                    probes=defaults, targets=tuple(targets), alerts=alerts, notifiers=notifiers)
+    config = Config(**sections, probes=defaults, targets=tuple(targets), alerts=alerts, notifiers=notifiers)
     config._effective.update(effective)
     return config
 
@@ -186,9 +182,7 @@ def _targets(raw: object, defaults_raw: dict[str, dict[str, Any]], defaults: dic
              problems: list[str]) -> tuple[list[TargetConfig], dict[tuple[str, str], ProbeSettings]]:
     targets: list[TargetConfig] = []
     effective: dict[tuple[str, str], ProbeSettings] = {}
-    if raw is None:
-        problems.append("targets: no targets; add at least one [[targets]] table")
-        return targets, effective
+    raw = [] if raw is None else raw
     if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
         problems.append("targets: must be an array of tables ([[targets]])")
         return targets, effective

@@ -1,7 +1,6 @@
 """[[alerts]] and [[notifiers]]: models and list validation, one definition for agent and collector.
 
-Everything here names its field path (`alerts[1].notify[0]: unknown notifier 'opz'`); netprobe.config.agent's
-validation helpers are imported when a file is checked, not at import, since that module imports this.
+Everything here names its field path (`alerts[1].notify[0]: unknown notifier 'opz'`).
 """
 
 from __future__ import annotations

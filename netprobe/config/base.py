@@ -9,6 +9,8 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
+from netprobe.errors import UsageError
+
 # The one rule for ids (agents, targets, results) and names; the envelope validator applies it too.
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 ID_RULE = "use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
@@ -29,6 +31,14 @@ def check_id(value: str) -> str:
     if not _ID_RE.match(value):
         raise ValueError(f"{value!r} is not a valid id: {ID_RULE}")
     return value
+
+
+def check_id_arg(value: str, label: str) -> str:
+    """check_id for a command-line argument: a bad id is a UsageError (exit 2) naming `label`."""
+    try:
+        return check_id(value)
+    except ValueError as exc:
+        raise UsageError(f"{label}: {exc}") from None
 
 
 Ident = Annotated[str, AfterValidator(check_id)]

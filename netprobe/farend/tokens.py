@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from netprobe.config.base import check_id
+from netprobe.config.base import check_id_arg
 from netprobe.config.secrets import hash_token, new_token
 from netprobe.errors import UsageError
 from netprobe.probes.owd import packets
@@ -69,10 +69,7 @@ def _write(path: Path, data: dict[str, Any]) -> None:
 
 def issue(path: Path, agent_id: str) -> tuple[str, bool]:
     """A new token for `agent_id` → (token, rotated): the old one, if any, stops working."""
-    try:
-        check_id(agent_id)
-    except ValueError as exc:
-        raise UsageError(f"AGENT_ID: {exc}") from None
+    check_id_arg(agent_id, "AGENT_ID")
     data = _read(path, missing_ok=True)
     rotated = agent_id in data["agents"]
     token = new_token()

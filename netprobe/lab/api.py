@@ -9,7 +9,7 @@ from pathlib import Path
 
 from netprobe.errors import LabError, SetupError
 from netprobe.lab import addressing as addr
-from netprobe.lab import relay_process, topology
+from netprobe.lab import relay_config, relay_process, topology
 from netprobe.lab.relay_config import RELAY_APPLIED, RelayConfig, RelayRoute, read_config, write_config
 from netprobe.lab.spec import LabSpec, load_spec
 from netprobe.lab.state import STATE_DIR, STATE_FILE, LabState, RouteInfo, read_state, write_state
@@ -91,7 +91,7 @@ def up(spec_path: Path, replace: bool = False, profile: str = "base") -> LabStat
         down()
     routes = route_infos(spec)
     STATE_DIR.mkdir(parents=True, exist_ok=True)
-    for stale in (RELAY_APPLIED, "relay.log"):
+    for stale in (RELAY_APPLIED, relay_config.RELAY_LOG):
         (STATE_DIR / stale).unlink(missing_ok=True)
     pid = ticks = 0
     try:
@@ -123,7 +123,7 @@ def down() -> None:
     if state is not None:
         relay_process.stop(state.relay_pid, state.relay_start_ticks)
     problems = topology.teardown()
-    for name in (STATE_FILE, "relay.json", RELAY_APPLIED):
+    for name in (STATE_FILE, relay_config.RELAY_CONFIG, RELAY_APPLIED):
         (STATE_DIR / name).unlink(missing_ok=True)
     if problems:
         raise LabError("lab down left something behind: " + "; ".join(problems))

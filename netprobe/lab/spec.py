@@ -72,7 +72,7 @@ class RouteSpec(BaseModel):
     hops6: list[str] | None = None
     hop_loss_pct: Percent | list[Percent] = 0.0
     # The way back (datacenter → agent). Absent: as many routers as `hops`, silent (a trace from the
-    # datacenter shows `*` for them), as the lab always had it; [] means none at all.
+    # datacenter shows `*` for them); [] means none at all.
     return_hops: list[str] | None = Field(default=None, max_length=MAX_HOPS)
     return_hops6: list[str] | None = None
     return_hop_loss_pct: Percent | list[Percent] = 0.0
@@ -114,14 +114,10 @@ class RouteSpec(BaseModel):
         return self
 
     def forward_impairment(self) -> Impairment:
-        if self.forward is not None:
-            return self.forward
-        return Impairment(delay_ms=(self.rtt_ms or 0.0) / 2)
+        return self.forward if self.forward is not None else _half_rtt(self.rtt_ms)
 
     def reverse_impairment(self) -> Impairment:
-        if self.reverse is not None:
-            return self.reverse
-        return Impairment(delay_ms=(self.rtt_ms or 0.0) / 2)
+        return self.reverse if self.reverse is not None else _half_rtt(self.rtt_ms)
 
     def with_profile(self, profile: str) -> RouteSpec:
         """This route as `profile` has it: the base figures, or the peak ones where given."""
@@ -129,7 +125,7 @@ class RouteSpec(BaseModel):
             return self
         p = self.peak
         if p.rtt_ms is not None:
-            half = Impairment(delay_ms=p.rtt_ms / 2)
+            half = _half_rtt(p.rtt_ms)
             return self.model_copy(update={"rtt_ms": None, "forward": half, "reverse": half})
         return self.model_copy(update={"rtt_ms": None, "forward": p.forward or self.forward_impairment(),
                                        "reverse": p.reverse or self.reverse_impairment()})
@@ -139,6 +135,11 @@ class RouteSpec(BaseModel):
 
     def return_hop_losses(self) -> list[float]:
         return _per_hop(self.return_hop_loss_pct, len(self.return_hops or []))
+
+
+def _half_rtt(rtt_ms: float | None) -> Impairment:
+    """One direction of the rtt_ms shorthand: half the round trip as delay, nothing else."""
+    return Impairment(delay_ms=(rtt_ms or 0.0) / 2)
 
 
 def _addresses(hops: list[str] | None, name: str,

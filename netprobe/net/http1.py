@@ -1,11 +1,9 @@
 """A small HTTP/1.1 client: one request per connection, the response body streamed as it arrives.
 
 The agent's two HTTP clients (the uplink's POST to the collector and the sse probe's streamed GET or
-POST) need one request on a fresh connection, timed phases and a body read chunk by chunk. aiohttp's
-client did that with a hundred modules the daemon would keep resident, and two TLS contexts that load
-the CA file when it is imported (see bench/README.md, agent_footprint); this is a few hundred lines of
-asyncio. What it does: DNS (unless the host is an
-address literal) and happy-eyeballs connect as aiohttp did (aiohappyeyeballs, 0.25 s), TLS with the
+POST) need one request on a fresh connection, timed phases and a body read chunk by chunk, without
+the modules and import-time TLS contexts a full client would keep resident. What it does: DNS (unless
+the host is an address literal) and happy-eyeballs connect (aiohappyeyeballs, 0.25 s), TLS with the
 system's verified default context (made on the first https request, not at import), the request
 written at once, the status line and headers (capped), and a body framed by Content-Length, chunked
 transfer coding or the end of the connection. What it does not: redirects, keep-alive, proxies,
@@ -18,7 +16,6 @@ Failures raise `HttpError` with a `kind` the callers report as data: "dns", "con
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import socket
 import ssl
 import time
@@ -26,6 +23,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
+
+from netprobe.net.resolve import parse_literal
 
 MAX_HEAD = 64 * 1024          # status line + headers
 MAX_CHUNK_LINE = 8 * 1024     # a chunk-size line (with extensions) or a trailer line
@@ -305,19 +304,12 @@ def parse_url(url: str) -> Url:
     return Url(https, host, port, target, host_header)
 
 
-def _is_literal(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
-
-
 async def _connect(url: Url, timing: Timing) -> socket.socket:
     loop = asyncio.get_running_loop()
     timing.connect_start_ns = time.time_ns()
-    if _is_literal(url.host):
-        family = socket.AF_INET6 if ":" in url.host else socket.AF_INET
+    literal = parse_literal(url.host)
+    if literal is not None:
+        family = socket.AF_INET6 if literal.version == 6 else socket.AF_INET
         infos: list[Any] = [(family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (url.host, url.port))]
     else:
         timing.dns_start_ns = timing.connect_start_ns

@@ -57,15 +57,13 @@ class RateCap:
 
     __slots__ = ("_last_ns", "_tokens", "burst", "rate")
 
-    def __init__(self, rate: float, now_ns: int = 0, burst: float | None = None) -> None:
-        if rate <= 0:
-            raise ValueError("rate must be > 0")
-        self.rate = rate
-        self.burst = max(1.0, rate * BURST_SECONDS) if burst is None else burst
-        self._tokens = self.burst
+    def __init__(self, rate: float, now_ns: int = 0) -> None:
+        self._tokens = float("inf")  # set_rate trims it to a full bucket
         self._last_ns = now_ns
+        self.set_rate(rate)
 
     def set_rate(self, rate: float) -> None:
+        """A new average rate; the burst follows it, and tokens above the new burst are dropped."""
         if rate <= 0:
             raise ValueError("rate must be > 0")
         self.rate = rate

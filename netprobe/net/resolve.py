@@ -11,7 +11,7 @@ import ipaddress
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from netprobe.times import utc_now
@@ -84,9 +84,7 @@ class Resolver:
         key = (host.lower(), family)
         hit = self._cache.get(key)
         if hit is not None and self._clock() < hit[1]:
-            return Resolved(host=host, address=hit[0].address, family=hit[0].family, dns_ms=None,
-                            error_kind=hit[0].error_kind, error=hit[0].error,
-                            resolved_at=hit[0].resolved_at, cached=True)
+            return replace(hit[0], host=host, dns_ms=None, cached=True)
         task = self._inflight.get(key)
         if task is None:
             task = asyncio.create_task(self._lookup(host, family))

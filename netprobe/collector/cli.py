@@ -15,8 +15,7 @@ import click
 from netprobe.textout import Group, Out, TextTable
 
 if TYPE_CHECKING:
-    from netprobe.collector.tokens import Tokens
-    from netprobe.collector.viewers import Viewers
+    from netprobe.collector.tokens import Tokens, Viewers
     from netprobe.config.collector import CollectorConfig
     from netprobe.store import Store
 
@@ -46,7 +45,7 @@ def _with_tokens(path: Path, work: Callable[[Tokens], Awaitable[T]]) -> T:
 
 def _with_viewers(path: Path, work: Callable[[Viewers], Awaitable[T]]) -> T:
     """Run `work` against the configured database's dashboard viewers (migrated first), then close it."""
-    from netprobe.collector.viewers import Viewers
+    from netprobe.collector.tokens import Viewers
 
     return _with_store(path, lambda store: work(Viewers(store)))
 
@@ -95,9 +94,9 @@ def add_agent(agent_id: str, config: Path) -> None:
     An agent that already has one gets a new token: the old one stops working at once.
 
     AGENT_ID: the agent's id (agent.id in its config)."""
-    from netprobe.collector.tokens import check_agent_id
+    from netprobe.config.base import check_id_arg
 
-    check_agent_id(agent_id)
+    check_id_arg(agent_id, "AGENT_ID")
     token, rotated = _with_tokens(config, lambda t: t.issue(agent_id))
     err = _err()
     if rotated:
@@ -147,9 +146,9 @@ def add_viewer(name: str, config: Path) -> None:
     stdout, shown only once. A viewer that already has one gets a new secret: the old one stops working.
 
     NAME: the viewer's name (the HTTP Basic user)."""
-    from netprobe.collector.viewers import check_viewer_name
+    from netprobe.config.base import check_id_arg
 
-    check_viewer_name(name)
+    check_id_arg(name, "NAME")
     secret, rotated = _with_viewers(config, lambda v: v.issue(name))
     err = _err()
     err.print(f"viewer {name}: secret rotated; the previous one no longer works" if rotated

@@ -86,7 +86,7 @@ class Collector:
         # shutdown_timeout: only for what drained() gave up on; the grace was already spent there
         app = make_app(ingest)
         if cfg.dashboard.enabled:
-            from netprobe.collector.viewers import Viewers
+            from netprobe.collector.tokens import Viewers
             from netprobe.dashboard.overview import PeakSnapshot
             from netprobe.dashboard.routes import Dashboard, add_dashboard
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from netprobe.collector.viewers import Viewers
+from netprobe.collector.tokens import Viewers
 from netprobe.dashboard.agents import agents_page
 from netprobe.dashboard.layout import DEFAULT_DAYS, MAX_DAYS, MIN_DAYS, e, page
 from netprobe.dashboard.overview import PeakSnapshot, overview_page

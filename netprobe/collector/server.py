@@ -20,6 +20,7 @@ from netprobe.config.collector import CollectorConfig
 from netprobe.errors import SetupError
 from netprobe.lifecycle import Signals, background, closing
 from netprobe.logs import log_event
+from netprobe.net.targets_file import listen_url
 from netprobe.sinks.pipeline import Pipeline, Sink
 from netprobe.store import Store, open_store
 from netprobe.store.upkeep import upkeep_loop
@@ -29,10 +30,6 @@ log = logging.getLogger("netprobe.collector")
 CUT_AFTER = 1.0          # after the grace, requests still running get this long, then are cancelled
 FLUSH_GRACE = 2.0        # the Influx queue gets this long to drain on shutdown
 ALERTS_GRACE = 0.5       # alerts stop and flush notifications this long at most
-
-
-def _url(host: str, port: int) -> str:
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 class Collector:
@@ -54,7 +51,7 @@ class Collector:
 
     @property
     def url(self) -> str:
-        return _url(*self.addresses[0])
+        return listen_url(*self.addresses[0])
 
     async def start(self) -> None:
         """Open everything and listen; on failure nothing is left open. SetupError: cannot listen."""
@@ -102,7 +99,7 @@ class Collector:
             await web.TCPSite(runner, host, port).start()
         except OSError as exc:
             raise SetupError(f"collector.listen {cfg.collector.listen}: cannot listen on "
-                             f"{_url(host, port)}: {exc.strerror or exc}") from None
+                             f"{listen_url(host, port)}: {exc.strerror or exc}") from None
         stack.push_async_callback(self._stop_serving, runner, ingest)
         self._runner = runner
         background(stack, upkeep_loop(store, lambda: cfg.storage.retention, log), "collector:upkeep")
@@ -141,7 +138,7 @@ async def run(config: CollectorConfig, stop: asyncio.Event | None = None) -> int
         stack.push_async_callback(collector.stop)
         assert collector.store is not None
         for host, port in collector.addresses:
-            log_event(log, "info", "collector listening", url=_url(host, port),
+            log_event(log, "info", "collector listening", url=listen_url(host, port),
                       db=collector.store.display_url, influxdb=config.influxdb.url or "off",
                       dashboard=config.dashboard.prefix if config.dashboard.enabled else "off")
         await stop.wait()

@@ -22,18 +22,6 @@ DEFAULT_LISTEN = "0.0.0.0:8471"
 MB = 1 << 20
 
 
-def parse_listen(text: str) -> tuple[str, int]:
-    """HOST:PORT or [V6ADDR]:PORT → (host without brackets, port); port 0 means any free port."""
-    from netprobe.net.targets_file import check_host_port
-
-    head, sep, port = text.strip().rpartition(":")
-    if sep and port == "0" and (head.endswith("]") or ":" not in head):
-        host = check_host_port(f"{head}:1")[0]
-        return host.strip("[]"), 0
-    host, number = check_host_port(text)  # ValueError names what is wrong
-    return host.strip("[]"), number
-
-
 class CollectorSection(StrictModel):
     """[collector]: the ingest server."""
 
@@ -52,7 +40,9 @@ class CollectorSection(StrictModel):
     @field_validator("listen")
     @classmethod
     def _host_port(cls, value: str) -> str:
-        parse_listen(value)
+        from netprobe.net.targets_file import check_listen
+
+        check_listen(value)  # ValueError names what is wrong
         return value
 
     @property
@@ -60,7 +50,10 @@ class CollectorSection(StrictModel):
         return self.max_body_mb * MB
 
     def address(self) -> tuple[str, int]:
-        return parse_listen(self.listen)
+        """(host, port) to serve on; port 0: any free port."""
+        from netprobe.net.targets_file import check_listen
+
+        return check_listen(self.listen)
 
 
 _PREFIX_RE = re.compile(r"^/(?:[A-Za-z0-9._~-]+/)*$")

@@ -118,8 +118,7 @@ class MetricsConfig(StrictModel):
             return None
         from netprobe.net.targets_file import check_host_port
 
-        host, port = check_host_port(self.listen)
-        return host.strip("[]"), port
+        return check_host_port(self.listen)
 
 
 class InfluxConfig(StrictModel):

@@ -9,18 +9,15 @@ from pathlib import Path
 import click
 
 from netprobe.errors import UsageError
-from netprobe.net.targets_file import check_host_port
+from netprobe.net.targets_file import check_listen
 
 DEFAULT_LISTEN = "0.0.0.0:8473"  # 8471 is the collector's; 8473 is the emitter's everywhere
 
 
 def parse_listen(text: str) -> tuple[str, int]:
     """HOST:PORT or [V6ADDR]:PORT to bind; port 0 asks the kernel for a free port (it is logged)."""
-    head, sep, port = text.strip().rpartition(":")
     try:
-        if sep and port == "0" and (head.endswith("]") or ":" not in head):
-            return check_host_port(f"{head}:1")[0], 0
-        return check_host_port(text)
+        return check_listen(text)
     except ValueError as exc:
         raise UsageError(f"--listen: {exc}") from None
 

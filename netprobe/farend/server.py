@@ -15,6 +15,7 @@ from netprobe.errors import UsageError
 from netprobe.farend import tokens as token_file
 from netprobe.lifecycle import Signals
 from netprobe.logs import log_event
+from netprobe.net.targets_file import listen_url
 from netprobe.probes.sse.chat import handle_chat
 from netprobe.probes.sse.emitter import handle_sse
 from netprobe.probes.sse.model import Server, ServerModel
@@ -93,10 +94,6 @@ def make_app(api_key: str | None = None, limits: Limits = Limits(), trace: Trace
     return app
 
 
-def _url(host: str, port: int) -> str:
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-
-
 async def start(app: web.Application, host: str, port: int, *, grace: float = 2.0) -> web.AppRunner:
     """Serve `app` on host:port now (port 0: any free one, see `runner.addresses`); cleanup() stops it.
 
@@ -109,7 +106,7 @@ async def start(app: web.Application, host: str, port: int, *, grace: float = 2.
         await web.TCPSite(runner, host, port).start()
     except OSError as exc:
         await runner.cleanup()
-        raise UsageError(f"cannot listen on {_url(host, port)}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot listen on {listen_url(host, port)}: {exc.strerror or exc}") from None
     return runner
 
 
@@ -133,7 +130,7 @@ async def serve(host: str, port: int, *, api_key: str | None = None, limits: Lim
         runner = await start(app, host, port, grace=grace)
         stack.push_async_callback(runner.cleanup)
         for sockname in runner.addresses:
-            log_event(log, "info", "target listening", url=_url(sockname[0], sockname[1]),
+            log_event(log, "info", "target listening", url=listen_url(sockname[0], sockname[1]),
                       auth="bearer" if api_key else "none", reflector=reflector is not None)
         if reflector is not None:
             if udp is not None:

@@ -83,6 +83,20 @@ def check_host_port(text: str) -> tuple[str, int]:
     return check_host(host), _port(port, whole)
 
 
+def check_listen(text: str) -> tuple[str, int]:
+    """An address to serve on: check_host_port's HOST:PORT or [V6ADDR]:PORT, where port 0 also asks
+    the kernel for any free port."""
+    head, sep, port = text.strip().rpartition(":")
+    if sep and port == "0" and (head.endswith("]") or ":" not in head):
+        return check_host_port(f"{head}:1")[0], 0
+    return check_host_port(text)
+
+
+def listen_url(host: str, port: int) -> str:
+    """http://HOST:PORT of an address served on, an IPv6 one in brackets."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def _read(path: str) -> tuple[str, str]:
     """(name for messages, text); '-' is stdin."""
     if path == "-":

@@ -237,9 +237,9 @@ class Agent:
 
         metrics = Metrics(pipeline.stats, uplink_stats=(lambda: uplink.stats) if uplink is not None else None)
         if alerts is not None:
-            from netprobe.alerts.metrics import AlertsCollector
+            from netprobe.alerts.metrics import alert_families
 
-            metrics.register(AlertsCollector(alerts))
+            metrics.add(functools.partial(alert_families, alerts))
         try:
             exporter = await serve(metrics, *address)
         except OSError as exc:

@@ -207,14 +207,17 @@ class Metrics:
     """Every family is written here in prometheus_client's text exposition format, byte for byte
     (tests/unit/agent/test_metrics.py compares the two), without prometheus_client, which the daemon
     would otherwise keep in memory (30 modules, with http.server and wsgiref). The
-    per-target families (_Histograms, _Gauges, _Counters) are kept here, the sinks' and the
-    uplink's are read when scraped. Collectors added with register() (the alerts') are
-    prometheus_client's, written last."""
+    per-target families (_Histograms, _Gauges, _Counters) are kept here, the sinks', the
+    uplink's and those added with add() (the alerts') are read when scraped. Collectors added with
+    register() are prometheus_client's, written last."""
 
     def __init__(self, sink_stats: SinkStats | None = None,
                  uplink_stats: Callable[[], Any] | None = None) -> None:
-        self._sink_stats = sink_stats
-        self._uplink_stats = uplink_stats
+        self._read: list[Callable[[], list[Family]]] = []
+        if sink_stats is not None:
+            self._read.append(lambda: sink_families(sink_stats(), "netprobe_"))
+        if uplink_stats is not None:
+            self._read.append(lambda: _uplink_families(uplink_stats()))
         self._registry: CollectorRegistry | None = None
         self.rtt = _Histograms("netprobe_rtt_seconds", "Round-trip times of every answered request "
                                "(icmp, tcp connect, mtr destination) and sse first-event times", LABELS,
@@ -230,6 +233,10 @@ class Metrics:
         self._paths: dict[tuple[str, ...], str] = {}      # labels → the last round's path hash
         self._families: tuple[_Histograms | _Gauges | _Counters, ...] = (
             self.rtt, self.loss, self.jitter, self.rounds, self.errors, self.last, self.path_changes)
+
+    def add(self, read: Callable[[], list[Family]]) -> None:
+        """Families read when scraped, written after the uplink's."""
+        self._read.append(read)
 
     def register(self, collector: Collector) -> None:
         """A prometheus_client collector, written after the agent's own families."""
@@ -265,11 +272,9 @@ class Metrics:
         created = _created_enabled()
         for family in self._families:
             family.render(out, created)
-        fixed = sink_families(self._sink_stats(), "netprobe_") if self._sink_stats is not None else []
-        if self._uplink_stats is not None:
-            fixed += _uplink_families(self._uplink_stats())
-        for fixed_family in fixed:
-            _render(out, fixed_family)
+        for read in self._read:
+            for fixed in read():
+                _render(out, fixed)
         text = "".join(out).encode()
         if self._registry is not None:
             from prometheus_client import generate_latest

@@ -12,8 +12,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from netprobe.sinks.metrics import SinkStats
-from netprobe.sinks.prometheus import SinkCollector
+from netprobe.sinks.metrics import SinkStats, sink_families
+from netprobe.sinks.prometheus import FamiliesCollector
 
 REASONS = ("unauthorized", "forbidden", "bad_json", "bad_encoding", "bad_envelope", "too_large", "storage",
            "bad_header")
@@ -66,7 +66,7 @@ class CollectorMetrics:
                           ROUND_LABELS, registry=r)
         self._newest: dict[tuple[str, str, str], datetime] = {}
         if sink_stats is not None:
-            r.register(SinkCollector(sink_stats, "netprobe_collector_"))
+            r.register(FamiliesCollector(lambda: sink_families(sink_stats(), "netprobe_collector_")))
 
     def reject(self, reason: str) -> None:
         self.rejected.labels(reason).inc()

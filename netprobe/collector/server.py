@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 import time
@@ -12,7 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from netprobe.alerts.engine import Alerting, alerting
-from netprobe.alerts.metrics import AlertsCollector
+from netprobe.alerts.metrics import alert_families
 from netprobe.collector.app import Ingest, make_app
 from netprobe.collector.metrics import CollectorMetrics
 from netprobe.collector.tokens import Tokens
@@ -22,6 +23,7 @@ from netprobe.lifecycle import Signals, background, closing
 from netprobe.logs import log_event
 from netprobe.net.targets_file import listen_url
 from netprobe.sinks.pipeline import Pipeline, Sink
+from netprobe.sinks.prometheus import FamiliesCollector
 from netprobe.store import Store, open_store
 from netprobe.store.upkeep import upkeep_loop
 
@@ -76,7 +78,7 @@ class Collector:
             self.pipeline = await stack.enter_async_context(Pipeline(sinks).running(FLUSH_GRACE))
         self.metrics = CollectorMetrics(self.pipeline.stats if self.pipeline else None)
         if alerts is not None:
-            self.metrics.registry.register(AlertsCollector(alerts))
+            self.metrics.registry.register(FamiliesCollector(functools.partial(alert_families, alerts)))
         ingest = Ingest(store=store, tokens=Tokens(store), metrics=self.metrics,
                         max_body=cfg.collector.max_body_bytes, max_batch=cfg.collector.max_batch,
                         pipeline=self.pipeline)

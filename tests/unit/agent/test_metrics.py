@@ -29,7 +29,8 @@ from prometheus_client.utils import floatToGoString
 from netprobe.agent.metrics import CONTENT_TYPE, LABELS, RTT_BUCKETS, Metrics, _go
 from netprobe.agent.uplink import UplinkStats
 from netprobe.probes.base import ProbeTarget
-from netprobe.sinks.prometheus import SinkCollector
+from netprobe.sinks.metrics import sink_families
+from netprobe.sinks.prometheus import FamiliesCollector
 from netprobe.store import parse_envelope
 from netprobe.store.events import route_of_envelope
 from tests.support.path_events import CN2, GT, mtr_envelope, t
@@ -91,7 +92,7 @@ class Reference:
         self.paths = Counter("netprobe_path_changes", "Traced paths (hop sequence) that differ from the "
                              "round before (mtr: forward, rmtr: return)", LABELS, registry=r)
         self.hashes: dict[tuple[str, ...], str] = {}
-        r.register(SinkCollector(sink_stats, "netprobe_"))
+        r.register(FamiliesCollector(lambda: sink_families(sink_stats(), "netprobe_")))
         r.register(UplinkCollector(uplink_stats))
 
     def observe(self, target: Any, env: Any) -> None:

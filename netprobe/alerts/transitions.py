@@ -31,11 +31,10 @@ class Change:
     agreement: Agreement | None = None
 
 
-def _step(rule: AlertRule, old: AlertState, value: Value | None, start: datetime, end: datetime
+def _step(rule: AlertRule, old: AlertState, seen: Value | Judged | None, start: datetime, end: datetime
           ) -> tuple[AlertState, Transition | None]:
-    new, transition = states.step(rule, old, value.value if value else None, value.probe if value else None,
-                                  start, end)
-    return new, transition
+    """states.step on a pair's (or a group's) value in the window; None: no data."""
+    return states.step(rule, old, seen.value if seen else None, seen.probe if seen else None, start, end)
 
 
 def plain_window(rule: AlertRule, current: dict[Key, AlertState], changed: dict[Key, AlertState],
@@ -65,8 +64,7 @@ def quorum_window(rule: AlertRule, current: dict[Key, AlertState], changed: dict
     for key in sorted(groups):
         group, seen = groups[key], judged.get(groups[key])
         old = current.get(key) or AlertState(rule.name, *key, group=group)
-        new, transition = states.step(rule, old, seen.value if seen else None, seen.probe if seen else None,
-                                      start, end)
+        new, transition = _step(rule, old, seen, start, end)
         now_bad = seen.members if seen else old.members
         if new.state == "firing":
             members = now_bad if transition == "firing" else tuple(sorted({*old.members, *now_bad}))

@@ -110,46 +110,36 @@ class _Family:
         self.doc = doc.replace("\\", r"\\").replace("\n", r"\n")
         self.kind = kind
         self.labelnames = labelnames
-        sample = f"{name}_total" if kind == "counter" else name
-        self.header = f"# HELP {sample} {self.doc}\n# TYPE {sample} {kind}\n"
+        self.sample = f"{name}_total" if kind == "counter" else name    # its samples' name
+        self.header = f"# HELP {self.sample} {self.doc}\n# TYPE {self.sample} {kind}\n"
 
 
-class _Gauges(_Family):
-    def __init__(self, name: str, doc: str, labelnames: tuple[str, ...]) -> None:
-        super().__init__(name, doc, "gauge", labelnames)
-        self.series: dict[tuple[str, ...], list[Any]] = {}   # labels → [line prefix, value]
+class _Scalars(_Family):
+    """A gauge's series (set) or a counter's (inc), each with its `_created` line (written for counters)."""
 
-    def set(self, labels: tuple[str, ...], value: float) -> None:
-        s = self.series.get(labels)
-        if s is None:
-            self.series[labels] = [f"{self.name}{_labels(self.labelnames, labels)} ", float(value)]
-        else:
-            s[1] = float(value)
+    def __init__(self, name: str, doc: str, kind: str, labelnames: tuple[str, ...]) -> None:
+        super().__init__(name, doc, kind, labelnames)
+        self.series: dict[tuple[str, ...], list[Any]] = {}   # labels → [line prefix, created line, value]
 
-    def render(self, out: list[str], _created: bool) -> None:
-        out.append(self.header)
-        out.extend(f"{prefix}{_go(v)}\n" for prefix, v in self.series.values())
-
-
-class _Counters(_Family):
-    def __init__(self, name: str, doc: str, labelnames: tuple[str, ...]) -> None:
-        super().__init__(name, doc, "counter", labelnames)
-        self.series: dict[tuple[str, ...], list[Any]] = {}   # labels → [total prefix, created line, value]
-
-    def inc(self, labels: tuple[str, ...], amount: float = 1.0) -> None:
-        """Add `amount` (0: the series appears, at 0)."""
+    def _series(self, labels: tuple[str, ...]) -> list[Any]:
         s = self.series.get(labels)
         if s is None:
             lab = _labels(self.labelnames, labels)
-            self.series[labels] = [f"{self.name}_total{lab} ",
-                                   f"{self.name}_created{lab} {_go(time.time())}\n", amount]
-        else:
-            s[2] += amount
+            created = f"{self.name}_created{lab} {_go(time.time())}\n"
+            s = self.series[labels] = [f"{self.sample}{lab} ", created, 0.0]
+        return s
+
+    def set(self, labels: tuple[str, ...], value: float) -> None:
+        self._series(labels)[2] = float(value)
+
+    def inc(self, labels: tuple[str, ...], amount: float = 1.0) -> None:
+        """Add `amount` (0: the series appears, at 0)."""
+        self._series(labels)[2] += amount
 
     def render(self, out: list[str], created: bool) -> None:
         out.append(self.header)
         out.extend(f"{prefix}{_go(v)}\n" for prefix, _, v in self.series.values())
-        if created and self.series:
+        if created and self.kind == "counter" and self.series:
             out.append(f"# HELP {self.name}_created {self.doc}\n# TYPE {self.name}_created gauge\n")
             out.extend(line for _, line, _ in self.series.values())
 
@@ -207,7 +197,7 @@ class Metrics:
     """Every family is written here in prometheus_client's text exposition format, byte for byte
     (tests/unit/agent/test_metrics.py compares the two), without prometheus_client, which the daemon
     would otherwise keep in memory (30 modules, with http.server and wsgiref). The
-    per-target families (_Histograms, _Gauges, _Counters) are kept here, the sinks', the
+    per-target families (_Histograms, _Scalars) are kept here, the sinks', the
     uplink's and those added with add() (the alerts') are read when scraped. Collectors added with
     register() are prometheus_client's, written last."""
 
@@ -222,16 +212,19 @@ class Metrics:
         self.rtt = _Histograms("netprobe_rtt_seconds", "Round-trip times of every answered request "
                                "(icmp, tcp connect, mtr destination) and sse first-event times", LABELS,
                                RTT_BUCKETS)
-        self.loss = _Gauges("netprobe_loss_ratio", "Loss of the last round, 0-1 (mtr: path loss)", LABELS)
-        self.jitter = _Gauges("netprobe_jitter_seconds", "Jitter of the last round (mean |ΔRTT|)", LABELS)
-        self.rounds = _Counters("netprobe_rounds", "Probe rounds by status", (*LABELS, "status"))
-        self.errors = _Counters("netprobe_probe_errors", "Failed rounds by error kind", (*LABELS, "kind"))
-        self.last = _Gauges("netprobe_last_round_timestamp_seconds", "Unix time the last round started",
-                            LABELS)
-        self.path_changes = _Counters("netprobe_path_changes", "Traced paths (hop sequence) that differ "
-                                      "from the round before (mtr: forward, rmtr: return)", LABELS)
+        self.loss = _Scalars("netprobe_loss_ratio", "Loss of the last round, 0-1 (mtr: path loss)", "gauge",
+                             LABELS)
+        self.jitter = _Scalars("netprobe_jitter_seconds", "Jitter of the last round (mean |ΔRTT|)", "gauge",
+                               LABELS)
+        self.rounds = _Scalars("netprobe_rounds", "Probe rounds by status", "counter", (*LABELS, "status"))
+        self.errors = _Scalars("netprobe_probe_errors", "Failed rounds by error kind", "counter",
+                               (*LABELS, "kind"))
+        self.last = _Scalars("netprobe_last_round_timestamp_seconds", "Unix time the last round started",
+                             "gauge", LABELS)
+        self.path_changes = _Scalars("netprobe_path_changes", "Traced paths (hop sequence) that differ "
+                                     "from the round before (mtr: forward, rmtr: return)", "counter", LABELS)
         self._paths: dict[tuple[str, ...], str] = {}      # labels → the last round's path hash
-        self._families: tuple[_Histograms | _Gauges | _Counters, ...] = (
+        self._families: tuple[_Histograms | _Scalars, ...] = (
             self.rtt, self.loss, self.jitter, self.rounds, self.errors, self.last, self.path_changes)
 
     def add(self, read: Callable[[], list[Family]]) -> None:

@@ -4,7 +4,6 @@ copies its rounds into the report database with each timestamp moved onto the si
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -61,14 +60,9 @@ def moved(env: Envelope, timeline: Timeline) -> Envelope | None:
     return stored_envelope({**env.raw, "started_at": at, "result": result})  # stored: not validated again
 
 
-def _batches(items: list[Envelope]) -> Iterator[list[Envelope]]:
-    for i in range(0, len(items), BATCH):
-        yield items[i:i + BATCH]
-
-
 async def replay(live: Store, demo: Store, timeline: Timeline) -> int:
     """Copy the live rounds onto the simulated day (oldest first, so route events come out in order)."""
     rounds = [m for row in await live.results() if (m := moved(row.envelope, timeline)) is not None]
-    for batch in _batches(rounds):
-        await demo.write(batch)
+    for i in range(0, len(rounds), BATCH):
+        await demo.write(rounds[i:i + BATCH])
     return len(rounds)

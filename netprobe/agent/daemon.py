@@ -21,6 +21,7 @@ from netprobe.logs import log_event, setup_logging
 from netprobe.net.resolve import Resolver
 from netprobe.probes import REGISTRY, ProbeContext, ProbeTarget
 from netprobe.probes.results import ProbeResult
+from netprobe.sinks.influx import influx_sinks
 from netprobe.sinks.pipeline import Pipeline
 from netprobe.store import Store, open_store
 from netprobe.store.envelopes import Envelope, envelope_of
@@ -135,7 +136,7 @@ class Agent:
         checked, the store, uplink, exporter and pipeline opened, probes scheduled, upkeep and alerts."""
         cfg = self.config
         signals = Signals(stack)
-        extra_sinks = self._extra_sinks()  # a missing token file fails here, before the store opens
+        extra_sinks = influx_sinks(cfg.influxdb)  # a missing token file fails here, before the store opens
         # Uplink and alerting (tenacity, notifiers with aiohttp) are imported only when configured:
         # a daemon keeps every module it imported in memory for good.
         uplink_token: str | None = None
@@ -221,11 +222,6 @@ class Agent:
         slack = timer_slack_for(self.config.agent.timer_slack, shortest)
         set_timer_slack(slack)
         return slack
-
-    def _extra_sinks(self) -> list[Any]:
-        from netprobe.sinks.influx import influx_sinks
-
-        return list(influx_sinks(self.config.influxdb))
 
     async def _exporter(self, pipeline: Pipeline, uplink: Uplink | None,
                         alerts: Alerting | None) -> tuple[Any, Any]:

@@ -22,6 +22,7 @@ from netprobe.errors import SetupError
 from netprobe.lifecycle import Signals, background, closing
 from netprobe.logs import log_event
 from netprobe.net.targets_file import listen_url
+from netprobe.sinks.influx import influx_sinks
 from netprobe.sinks.pipeline import Pipeline, Sink
 from netprobe.sinks.prometheus import FamiliesCollector
 from netprobe.store import Store, open_store
@@ -63,7 +64,8 @@ class Collector:
 
     async def _start(self, stack: AsyncExitStack) -> None:
         cfg = self.config
-        sinks = self._sinks()    # an unreadable token file fails here, before the store opens
+        # an unreadable token file fails here, before the store opens
+        sinks: list[Sink] = [*influx_sinks(cfg.influxdb)]
         # reads notifier secrets
         alerts = alerting(cfg.alerts, cfg.notifiers, settle=cfg.collector.alert_settle)
         try:
@@ -121,11 +123,6 @@ class Collector:
         if not await ingest.drained(self.config.collector.grace):
             log_event(log, "warning", "requests still in flight after the grace period are cut",
                       grace_s=self.config.collector.grace)
-
-    def _sinks(self) -> list[Sink]:
-        from netprobe.sinks.influx import influx_sinks
-
-        return list(influx_sinks(self.config.influxdb))
 
 
 async def run(config: CollectorConfig, stop: asyncio.Event | None = None) -> int:

@@ -263,13 +263,10 @@ class Agent:
     def _reload(self, scheduler: ProbeScheduler, ctx: ProbeContext) -> None:
         try:
             new = load_config(self.config_path)
-        except ConfigError as exc:
-            log_event(log, "error", "reload failed; keeping the running configuration", problems=exc.problems)
-            return
-        try:
             new.reflector.auth()        # a token file gone missing keeps the running configuration too
-        except SetupError as exc:
-            log_event(log, "error", "reload failed; keeping the running configuration", problems=[str(exc)])
+        except (ConfigError, SetupError) as exc:
+            problems = exc.problems if isinstance(exc, ConfigError) else [str(exc)]
+            log_event(log, "error", "reload failed; keeping the running configuration", problems=problems)
             return
         if new.storage.url != self.config.storage.url:
             log.warning("storage.url changed; restart the agent to switch databases")

@@ -65,10 +65,6 @@ def _with_store(path: Path, work: Callable[[Store], Awaitable[T]]) -> T:
     return asyncio.run(go())
 
 
-def _err() -> Out:
-    return Out(err=True)
-
-
 @app.command("run")
 @config_option
 def run(config: Path) -> None:
@@ -98,7 +94,7 @@ def add_agent(agent_id: str, config: Path) -> None:
 
     check_id_arg(agent_id, "AGENT_ID")
     token, rotated = _with_tokens(config, lambda t: t.issue(agent_id))
-    err = _err()
+    err = Out(err=True)
     if rotated:
         err.print(f"agent {agent_id}: token rotated; the previous token no longer works")
     else:
@@ -150,7 +146,7 @@ def add_viewer(name: str, config: Path) -> None:
 
     check_id_arg(name, "NAME")
     secret, rotated = _with_viewers(config, lambda v: v.issue(name))
-    err = _err()
+    err = Out(err=True)
     err.print(f"viewer {name}: secret rotated; the previous one no longer works" if rotated
               else f"viewer {name}: added")
     if not _config(config).dashboard.enabled:

@@ -10,8 +10,9 @@ counts; tests/unit/store/test_hour_arrays.py holds them equal.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -23,19 +24,12 @@ from netprobe.store.prefix import COUNTERS, SUMS_HEAD, SUMS_INT_BINS, SUMS_MAGIC
 
 F64 = npt.NDArray[np.float64]
 NC = len(COUNTERS)
-_MAPPING = sketches.MAPPING
-_VALUES: dict[int, float] = {}      # bin key -> its value in _MAPPING
 
 
-_NAMES: dict[bytes, tuple[str, ...]] = {}
-
-
+@cache
 def _names(raw: bytes) -> tuple[str, ...]:
     """A payload's extra names: the same few lists in every row of a probe, parsed once."""
-    got = _NAMES.get(raw)
-    if got is None:
-        got = _NAMES[raw] = tuple(orjson.loads(raw))
-    return got
+    return tuple(orjson.loads(raw))
 
 
 def decode_extremes(data: bytes | None) -> F64:
@@ -101,9 +95,9 @@ class Builder:
         batches = {sign: _decode_many([d for _, d in ps]) for sign, ps in self.payloads.items()}
         spans = [b.spans if hours is None else b.spans[:, hours] for bs in batches.values() for _, b in bs]
         pos_lo, pos_hi, neg_lo, neg_hi = _ranges(spans, [b for *_, b in self.rows if b is not None])
-        a = HourArrays(targets, np.zeros((n, 24), np.int64), np.zeros((n, 24, NC)), np.zeros((n, 24)),
+        a = HourArrays(np.zeros((n, 24), np.int64), np.zeros((n, 24, NC)), np.zeros((n, 24)),
                        pos_lo, np.zeros((n, 24, pos_hi - pos_lo)), neg_lo, np.zeros((n, 24, neg_hi - neg_lo)),
-                       {}, np.full((n, 24, 4), np.nan), None if hours is None else frozenset(hours))
+                       {}, np.full((n, 24, 4), np.nan), targets, None if hours is None else frozenset(hours))
         for sign in (1.0, -1.0):
             for members, batch in batches[sign]:
                 series = np.asarray([at[self.payloads[sign][k][0]] for k in members], np.intp)
@@ -293,11 +287,11 @@ def _ranges(spans: Sequence[npt.NDArray[np.int64]], rows: Iterable[_Bins]) -> tu
 
 
 @dataclass(slots=True)
-class HourArrays:
-    """Series i is `targets[i]`; arrays are [series, local hour of day, …]. Bins: pos[i, h, j] counts
-    key pos_lo + j (neg likewise); ext: min, max, worst loss, worst hour's epoch, NaN for none."""
+class _Parts:
+    """Hour rows merged, per row `…` (a Window's series; HourArrays' series × local hour of day): their
+    count, counters […, NC], zero count, bins (pos[…, j] counts key pos_lo + j, neg likewise), extras
+    name -> […, 2], extremes ext […, 4]: min, max, worst loss, worst hour's epoch, NaN for none."""
 
-    targets: list[str]
     hours: npt.NDArray[np.int64]
     c: F64
     zero: F64
@@ -307,6 +301,24 @@ class HourArrays:
     neg: F64
     extras: dict[str, F64]
     ext: F64
+
+    def mapped(self, f: Callable[[Any], Any], **given: Any) -> dict[str, Any]:
+        """The fields as keywords: each array (each of extras' too) through f, except those `given`;
+        the bins' first keys as they are."""
+        out: dict[str, Any] = {"pos_lo": self.pos_lo, "neg_lo": self.neg_lo, **given}
+        for name in ("hours", "c", "zero", "pos", "neg", "ext"):
+            if name not in given:
+                out[name] = f(getattr(self, name))
+        if "extras" not in given:
+            out["extras"] = {k: f(v) for k, v in self.extras.items()}
+        return out
+
+
+@dataclass(slots=True)
+class HourArrays(_Parts):
+    """Series i is `targets[i]`; arrays are [series, local hour of day, …]."""
+
+    targets: list[str]
     only: frozenset[int] | None = None      # built for these hours of day alone (their bins only)
 
     def window(self, hours_of_day: Sequence[int], series: Sequence[int] | None = None) -> Window:
@@ -317,9 +329,8 @@ class HourArrays:
         hs = list(hours_of_day)
         n = len(self.targets) if series is None else len(series)
         if not hs:
-            return Window(np.zeros(n, np.int64), np.zeros((n, NC)), np.zeros(n), self.pos_lo,
-                          np.zeros((n, self.pos.shape[2])), self.neg_lo, np.zeros((n, self.neg.shape[2])),
-                          {}, np.full((n, 4), np.nan))
+            return Window(**self.mapped(lambda v: np.zeros((n, *v.shape[2:]), v.dtype), extras={},
+                                        ext=np.full((n, 4), np.nan)))
         present = self.hours[sel][:, hs] > 0          # only hours with data count, as _merged picks them
         mask = present[:, :, None]
 
@@ -335,39 +346,25 @@ class HourArrays:
         e = np.full((n, 4), np.nan)
         for k in range(len(hs)):
             e = combine(e, np.where(mask[:, k], ext[:, k], np.nan))
-        return Window(np.where(present, self.hours[sel][:, hs], 0).sum(axis=1), total(self.c),
-                      total(self.zero), self.pos_lo, total(self.pos), self.neg_lo, total(self.neg),
-                      {k: total(v) for k, v in self.extras.items()}, e)
+        hours = np.where(present, self.hours[sel][:, hs], 0).sum(axis=1)
+        return Window(**self.mapped(total, hours=hours, ext=e))
 
     def each_hour(self) -> Window:
         """Every (series, hour of day) as a window of its own, series-major (row i·24 + h): the
         24-hour profile of every series in one step."""
         assert self.only is None, "arrays built for some hours of day only"
-        n = len(self.targets)
-        return Window(self.hours.reshape(-1), self.c.reshape(n * 24, NC), self.zero.reshape(-1), self.pos_lo,
-                      self.pos.reshape(n * 24, -1), self.neg_lo, self.neg.reshape(n * 24, -1),
-                      {k: v.reshape(n * 24, 2) for k, v in self.extras.items()}, self.ext.reshape(n * 24, 4))
+        rows = len(self.targets) * 24
+        return Window(**self.mapped(lambda v: v.reshape(rows, *v.shape[2:])))
 
     def take(self, idx: npt.NDArray[np.intp]) -> HourArrays:
         """Only the series `idx`."""
-        return HourArrays([self.targets[i] for i in idx], self.hours[idx], self.c[idx], self.zero[idx],
-                          self.pos_lo, self.pos[idx], self.neg_lo, self.neg[idx],
-                          {k: v[idx] for k, v in self.extras.items()}, self.ext[idx], self.only)
+        return HourArrays(**self.mapped(lambda v: v[idx]), targets=[self.targets[i] for i in idx],
+                          only=self.only)
 
 
 @dataclass(slots=True)
-class Window:
-    """Per series: hour rows merged, counters [n, NC], bins [n, W], extras [n, 2], extremes [n, 4]."""
-
-    hours: npt.NDArray[np.int64]
-    c: F64
-    zero: F64
-    pos_lo: int
-    pos: F64
-    neg_lo: int
-    neg: F64
-    extras: dict[str, F64]
-    ext: F64
+class Window(_Parts):
+    """Per series (row i of every array): its hour rows merged."""
 
     def quantiles(self, qs: Sequence[float]) -> F64:
         """[n, len(qs)]: each series' quantiles by quantile_rows, clamped to its exact min/max."""
@@ -395,13 +392,12 @@ def _none(v: float) -> float | None:
 
 def bin_values(lo: int, width: int) -> F64:
     """The value DDSketch gives each key lo … lo + width − 1 in the default mapping (cached)."""
-    out = np.empty(width)
-    for j in range(width):
-        v = _VALUES.get(lo + j)
-        if v is None:
-            v = _VALUES[lo + j] = float(_MAPPING.value(lo + j))
-        out[j] = v
-    return out
+    return np.fromiter((_value(key) for key in range(lo, lo + width)), np.float64, width)
+
+
+@cache
+def _value(key: int) -> float:
+    return float(sketches.MAPPING.value(key))
 
 
 def quantile_rows(pos_lo: int, pos: F64, neg_lo: int, neg: F64, zero: F64, qs: Sequence[float],

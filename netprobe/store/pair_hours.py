@@ -67,9 +67,8 @@ class HourSeries:
         ext = np.full((n, 4), np.nan)
         np.fmin.at(ext[:, 0], g, w.ext[keep, 0])
         np.fmax.at(ext[:, 1], g, w.ext[keep, 1])
-        return Window(np.bincount(g, minlength=n).astype(np.int64), _sum(w.c[keep], g, n),
-                      _sum(w.zero[keep], g, n), w.pos_lo, _sum(w.pos[keep], g, n), w.neg_lo,
-                      _sum(w.neg[keep], g, n), {k: _sum(v[keep], g, n) for k, v in w.extras.items()}, ext)
+        hours = np.bincount(g, minlength=n).astype(np.int64)
+        return Window(**w.mapped(lambda v: _sum(v[keep], g, n), hours=hours, ext=ext))
 
 
 @dataclass(slots=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from functools import reduce
@@ -203,6 +203,10 @@ class PrefixRow:
     sums: dict[int, Sums] | None                  # None: not fetched
     levels: dict[int, dict[int, Extremes]]        # level -> local hour -> extremes (fetched levels only)
 
+    def partial(self, zone: ZoneInfo) -> bool:
+        """Whether the row ends inside its day (the newest row, folded up to the last folded hour)."""
+        return self.folded_until != midnight(self.day + timedelta(days=1), zone)
+
 
 # -- the stored form: little-endian binary, read by NumPy without a parse (store/hour_arrays.py) -------
 # sums:  magic "NPS1", u8 flags (1: bins as int32, else float64), u8 counters, u16 extras, u16 names' bytes,
@@ -258,7 +262,7 @@ def encode_sums(sums: Mapping[int, Sums]) -> bytes:
                      _le(hours), _le(counters), _le(zero), _le(extras), _le(spans), _le(bins)))
 
 
-def decode_sums(data: bytes, only: Iterable[int] | None = None) -> dict[int, Sums]:
+def decode_sums(data: bytes) -> dict[int, Sums]:
     """The writer's view of a stored row (the fold resumes from it): Sums per local hour present."""
     magic, flags, nc, ne, nlen = SUMS_HEAD.unpack_from(data)
     if magic != SUMS_MAGIC or nc != len(COUNTERS):
@@ -279,13 +283,12 @@ def decode_sums(data: bytes, only: Iterable[int] | None = None) -> dict[int, Sum
     extras, spans = take("d", 24 * ne * 2), take("i", 24 * 4)
     total = sum(spans[4 * h + 1] + spans[4 * h + 3] for h in range(24))
     bins = take("i" if flags & SUMS_INT_BINS else "d", total)
-    wanted = set(range(24) if only is None else only)
     out: dict[int, Sums] = {}
     at_pos = 0
     at_neg = sum(spans[4 * h + 1] for h in range(24))
     for h in range(24):
         pos_off, pos_n, neg_off, neg_n = spans[4 * h:4 * h + 4]
-        if hours[h] and h in wanted:
+        if hours[h]:
             ex = {n: [extras[(h * ne + i) * 2], extras[(h * ne + i) * 2 + 1]] for i, n in enumerate(names)}
             out[h] = Sums(hours[h], list(counters[h * nc:(h + 1) * nc]), pos_off,
                           list(bins[at_pos:at_pos + pos_n]), neg_off, list(bins[at_neg:at_neg + neg_n]),
@@ -337,7 +340,7 @@ class Folder:
         self.history: dict[date, list[dict[int, Extremes]]] = dict(history)
         self.day: date | None = None
         self.today: dict[int, Extremes] = {}
-        if start is not None and start.folded_until != midnight(start.day + timedelta(days=1), zone):
+        if start is not None and start.partial(zone):
             # resuming inside a day: its extremes so far are level 0 of the partial row
             self.day = start.day
             self.today = dict(start.levels.get(0, {}))

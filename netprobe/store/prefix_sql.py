@@ -33,14 +33,9 @@ from netprobe.times import zone_of
 
 _P = rollups_prefix.c
 _H = rollups_hourly.c
-_REFOLD = REFOLD                    # store_meta: a late write emptied some series before this instant
 _FOLD_LOCK = 0x6E70_0002            # PostgreSQL advisory lock: a fold vs. late writers
 Series = tuple[str, str, str]       # agent_id, target_id, probe
 _LEVEL_COLS = [getattr(_P, f"l{k}") for k in range(LEVELS)]
-
-
-def _partial(row: PrefixRow, zone: ZoneInfo) -> bool:
-    return row.folded_until != midnight(row.day + timedelta(days=1), zone)
 
 
 # -- writers -------------------------------------------------------------------------------------------
@@ -61,9 +56,9 @@ async def invalidate(conn: AsyncConnection, dialect: str, first_hours: Mapping[S
         _P.agent_id == bindparam("a"), _P.target_id == bindparam("t"), _P.probe == bindparam("p"),
         _P.folded_until > bindparam("h", type_=_P.folded_until.type))
     await conn.execute(stmt, [{"a": a, "t": t, "p": p, "h": h} for (a, t, p), h in sorted(late.items())])
-    marker = (await conn.execute(select(store_meta.c.value).where(store_meta.c.key == _REFOLD))).scalar()
+    marker = (await conn.execute(select(store_meta.c.value).where(store_meta.c.key == REFOLD))).scalar()
     if marker is None or datetime.fromisoformat(marker) > oldest:
-        await set_meta(conn, dialect, _REFOLD, oldest.isoformat())
+        await set_meta(conn, dialect, REFOLD, oldest.isoformat())
 
 
 async def set_meta(conn: AsyncConnection, dialect: str, key: str, value: str) -> None:
@@ -85,7 +80,7 @@ class FoldStats:
 async def fold_plan(conn: AsyncConnection) -> tuple[list[Series], str | None]:
     """The series with hours to fold (those with hours after their newest row, or without rows), and
     the refold marker as read (cleared by fold_done only if no late write moved it since)."""
-    marker = (await conn.execute(select(store_meta.c.value).where(store_meta.c.key == _REFOLD))).scalar()
+    marker = (await conn.execute(select(store_meta.c.value).where(store_meta.c.key == REFOLD))).scalar()
     newest = (await conn.execute(select(_P.agent_id, _P.target_id, _P.probe, func.max(_P.folded_until))
                                  .group_by(_P.agent_id, _P.target_id, _P.probe))).all()
     since = min((r[3] for r in newest), default=None)
@@ -106,9 +101,9 @@ async def fold_done(conn: AsyncConnection, dialect: str, marker: str | None, sta
     """Clear the refold marker as read at the start, unless a late write moved it since; series the
     fold could not take keep one at their first hour, so readers go on reading their hours."""
     if stats.unfolded_from is not None:
-        await set_meta(conn, dialect, _REFOLD, stats.unfolded_from.isoformat())
+        await set_meta(conn, dialect, REFOLD, stats.unfolded_from.isoformat())
     elif marker is not None:
-        await conn.execute(delete(store_meta).where(store_meta.c.key == _REFOLD,
+        await conn.execute(delete(store_meta).where(store_meta.c.key == REFOLD,
                                                     store_meta.c.value == marker))
 
 
@@ -151,7 +146,7 @@ async def _fold_series(conn: AsyncConnection, series: Series, zone: ZoneInfo, un
     if start is None:
         first_day = local_day(hours[0]["hour"], zone)
     else:
-        first_day = start.day if _partial(start, zone) else start.day + timedelta(days=1)
+        first_day = start.day if start.partial(zone) else start.day + timedelta(days=1)
     last_day = local_day(hours[-1]["hour"], zone)
     span = [first_day + timedelta(days=i) for i in range((last_day - first_day).days + 1)]
     wanted = sorted({d - timedelta(days=1 << j) for d in span for j in range(LEVELS - 1)} - set(span))
@@ -174,7 +169,7 @@ async def _fold_series(conn: AsyncConnection, series: Series, zone: ZoneInfo, un
         stats.unfolded_from = first if stats.unfolded_from is None else min(stats.unfolded_from, first)
         return
     folder.finish(until)
-    if start is not None and _partial(start, zone):
+    if start is not None and start.partial(zone):
         await conn.execute(delete(rollups_prefix).where(*mine, _P.folded_until == start.folded_until))
     stamp = datetime.now(UTC)
     rows_out = [{"agent_id": agent_id, "target_id": target_id, "probe": probe, "folded_until": fu,

@@ -56,7 +56,15 @@ _PG_INSERT_RESULTS = text(
 # rows (json_populate_recordset types each field as its column): one statement each rather than one
 # per hour row, and orjson rather than psycopg quoting every value.
 _ROLLUP_VALUES = tuple(Rollup().to_row())
-_ROLLUP_COLS = (*(str(c.name) for c in _PK), *_ROLLUP_VALUES, "updated_at")     # str: orjson keys
+_KEY = tuple(str(c.name) for c in _PK)        # str: orjson keys
+_ROLLUP_COLS = (*_KEY, *_ROLLUP_VALUES, "updated_at")
+
+
+def _same_key(a: str, b: str) -> str:
+    """SQL: rows `a` and `b` have the same rollup key."""
+    return " AND ".join(f"{a}.{c} = {b}.{c}" for c in _KEY)
+
+
 # New hour rows, inserted in key order; returned: the positions (1-based) of the rows that were there
 # already (usually none), to be merged into.
 _PG_INSERT_HOURS = text(
@@ -64,22 +72,20 @@ _PG_INSERT_HOURS = text(
     "WITH ORDINALITY), "
     f"ins AS (INSERT INTO rollups_hourly ({', '.join(_ROLLUP_COLS)}) "
     f"SELECT {', '.join('v.' + c for c in _ROLLUP_COLS)} FROM v ORDER BY v.ordinality "
-    "ON CONFLICT (agent_id, target_id, probe, hour) DO NOTHING "
-    "RETURNING agent_id, target_id, probe, hour) "
-    "SELECT v.ordinality FROM v WHERE NOT EXISTS (SELECT FROM ins WHERE ins.agent_id = v.agent_id "
-    "AND ins.target_id = v.target_id AND ins.probe = v.probe AND ins.hour = v.hour)")
+    f"ON CONFLICT ({', '.join(_KEY)}) DO NOTHING RETURNING {', '.join(_KEY)}) "
+    f"SELECT v.ordinality FROM v WHERE NOT EXISTS (SELECT FROM ins WHERE {_same_key('ins', 'v')})")
 # The hour rows to merge into, locked in key order. Not `(agent_id, …, hour) IN (…)`: PostgreSQL tests
 # that list against every row of the table.
 _PG_LOCK_HOURS = text(
     "SELECT r.* FROM rollups_hourly AS r "
     "JOIN json_populate_recordset(NULL::rollups_hourly, CAST(:rows AS json)) AS v "
-    "ON r.agent_id = v.agent_id AND r.target_id = v.target_id AND r.probe = v.probe AND r.hour = v.hour "
-    "ORDER BY r.agent_id, r.target_id, r.probe, r.hour FOR UPDATE OF r").columns(*rollups_hourly.c)
+    f"ON {_same_key('r', 'v')} ORDER BY {', '.join('r.' + c for c in _KEY)} FOR UPDATE OF r"
+).columns(*rollups_hourly.c)
 _PG_UPDATE_HOURS = text(
     "UPDATE rollups_hourly AS r SET "
     + ", ".join(f"{c} = v.{c}" for c in (*_ROLLUP_VALUES, "updated_at"))
     + " FROM json_populate_recordset(NULL::rollups_hourly, CAST(:rows AS json)) AS v "
-    "WHERE r.agent_id = v.agent_id AND r.target_id = v.target_id AND r.probe = v.probe AND r.hour = v.hour")
+    + f"WHERE {_same_key('r', 'v')}")
 
 
 # A bulk write on PostgreSQL (Store.write(bulk=True), `db import`): the rows that are not there yet go in
@@ -94,8 +100,7 @@ _PG_COPY_RESULTS = ("COPY probe_results (id, probe, agent_id, target_id, started
                     "stored_at) FROM STDIN")
 _PG_KNOWN_HOURS = text(
     "SELECT v.ordinality FROM json_populate_recordset(NULL::rollups_hourly, CAST(:rows AS json)) "
-    "WITH ORDINALITY AS v JOIN rollups_hourly AS r ON r.agent_id = v.agent_id "
-    "AND r.target_id = v.target_id AND r.probe = v.probe AND r.hour = v.hour")
+    f"WITH ORDINALITY AS v JOIN rollups_hourly AS r ON {_same_key('r', 'v')}")
 _COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
 
@@ -110,14 +115,13 @@ def _copy_text(value: str) -> str:
 # for sqlite3's executemany.
 _SQLITE_READ_HOURS = (
     f"SELECT j.key, {', '.join('r.' + c for c in _ROLLUP_VALUES)} FROM json_each(?) AS j "
-    "CROSS JOIN rollups_hourly AS r ON r.agent_id = json_extract(j.value, '$[0]') "
-    "AND r.target_id = json_extract(j.value, '$[1]') AND r.probe = json_extract(j.value, '$[2]') "
-    "AND r.hour = json_extract(j.value, '$[3]')")
+    "CROSS JOIN rollups_hourly AS r ON "
+    + " AND ".join(f"r.{c} = json_extract(j.value, '$[{i}]')" for i, c in enumerate(_KEY)))
 _SQLITE_INSERT_HOURS = (f"INSERT INTO rollups_hourly ({', '.join(_ROLLUP_COLS)}) "
                         f"VALUES ({', '.join('?' for _ in _ROLLUP_COLS)})")
 _SQLITE_UPDATE_HOURS = ("UPDATE rollups_hourly SET "
                         + ", ".join(f"{c} = ?" for c in (*_ROLLUP_VALUES, "updated_at"))
-                        + " WHERE agent_id = ? AND target_id = ? AND probe = ? AND hour = ?")
+                        + " WHERE " + " AND ".join(f"{c} = ?" for c in _KEY))
 
 
 def _jsonable(rows: Sequence[Mapping[str, Any]]) -> bool:

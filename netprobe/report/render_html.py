@@ -51,8 +51,7 @@ def html_chunks(report: PeakReport) -> Iterator[str]:
     """The page in pieces, so a fleet's page (thousands of charts, 15 MB) is written as it is drawn
     instead of held whole (and its parts besides) in memory."""
     yield _head(report)
-    yield from _joined(_first(report))
-    yield from _joined(_second(report), lead=True)
+    yield from _joined(_parts(report))
     yield _TAIL
 
 
@@ -65,10 +64,10 @@ def _head(report: PeakReport) -> str:
 _TAIL = "\n</body></html>\n"
 
 
-def _joined(parts: Iterator[str | Iterator[str]], lead: bool = False) -> Iterator[str]:
-    """The parts' text, "\n" between them (and before the first, with `lead`)."""
+def _joined(parts: Iterator[str | Iterator[str]]) -> Iterator[str]:
+    """The parts' text, "\n" between them."""
     for k, part in enumerate(parts):
-        if k or lead:
+        if k:
             yield "\n"
         if isinstance(part, str):
             yield part
@@ -82,9 +81,9 @@ def _charts(drawn: Iterable[str]) -> Iterator[str]:
     yield "</div>"
 
 
-def _first(report: PeakReport) -> Iterator[str | Iterator[str]]:
-    """The page's first parts in order (a lazy part is drawn when it is written): the title, the
-    summary, the profiles and loss by hour (about half the drawing of a fleet's page)."""
+def _parts(report: PeakReport) -> Iterator[str | Iterator[str]]:
+    """The page's parts in order (a lazy part is drawn when it is written): the title, the summary,
+    the profiles, loss by hour, SLO attainment, both directions, the lines."""
     yield f"<h1>{_e(title(report))}</h1>"
     yield (f'<p class="meta">generated {_e(iso(report.generated_at))} · windows are local hours of each '
            f"agent's time zone, half-open · ranking: {_e(RULE)}</p>")
@@ -101,13 +100,6 @@ def _first(report: PeakReport) -> Iterator[str | Iterator[str]]:
     yield _charts(svg.profile_chart(r, report.window, report.offpeak) for r in rows)
     yield "<h2>Loss by hour</h2>"
     yield svg.loss_heatmap(rows, report.window)
-
-
-def _second(report: PeakReport) -> Iterator[str | Iterator[str]]:
-    """The rest: SLO attainment, both directions, the lines."""
-    rows = report.rows
-    if not rows:
-        return
     if any(r.slo is not None and r.slo.hours for r in rows):
         yield "<h2>SLO attainment by hour</h2>"
         yield _charts(svg.attainment_hours(r, report.window) for r in rows if r.slo is not None)

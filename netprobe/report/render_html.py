@@ -26,18 +26,14 @@ tr.mismatch td { background: #fff6d5; }
 """
 
 
-def _e(text: str) -> str:
-    return escape(text, quote=True)
-
-
 def _table(report: PeakReport) -> str:
     shown = columns(report.rows)
-    head = "".join(f"<th>{_e(c.head)}</th>" for c in shown)
+    head = "".join(f"<th>{escape(c.head)}</th>" for c in shown)
     body = []
     for row in report.rows:
         # a numeric cell is digits, signs, ".", "/", "×" and "—" (columns.py): nothing to escape
         cells = "".join(f'<td class="num">{c.cell(row)}</td>' if c.numeric
-                        else f"<td>{_e(c.cell(row))}</td>" for c in shown)
+                        else f"<td>{escape(c.cell(row))}</td>" for c in shown)
         cls = ' class="mismatch"' if row.line_mismatch else ""
         body.append(f"<tr{cls}>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -56,7 +52,7 @@ def html_chunks(report: PeakReport) -> Iterator[str]:
 
 
 def _head(report: PeakReport) -> str:
-    page_title = _e(f"netprobe peak report {iso(report.generated_at)}")
+    page_title = escape(f"netprobe peak report {iso(report.generated_at)}")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{page_title}</title><style>{_CSS}</style></head><body>\n")
 
@@ -84,15 +80,15 @@ def _charts(drawn: Iterable[str]) -> Iterator[str]:
 def _parts(report: PeakReport) -> Iterator[str | Iterator[str]]:
     """The page's parts in order (a lazy part is drawn when it is written): the title, the summary,
     the profiles, loss by hour, SLO attainment, both directions, the lines."""
-    yield f"<h1>{_e(title(report))}</h1>"
-    yield (f'<p class="meta">generated {_e(iso(report.generated_at))} · windows are local hours of each '
-           f"agent's time zone, half-open · ranking: {_e(RULE)}</p>")
+    yield f"<h1>{escape(title(report))}</h1>"
+    yield (f'<p class="meta">generated {escape(iso(report.generated_at))} · windows are local hours of each '
+           f"agent's time zone, half-open · ranking: {escape(RULE)}</p>")
     if report.note:
-        yield f'<p class="note">{_e(report.note)}</p>'
-    yield from (f'<p class="note">warning: {_e(w)}</p>' for w in report.warnings)
+        yield f'<p class="note">{escape(report.note)}</p>'
+    yield from (f'<p class="note">warning: {escape(w)}</p>' for w in report.warnings)
     rows = report.rows
     if not rows:
-        yield f"<p>{_e(empty_message(report))}</p>"
+        yield f"<p>{escape(empty_message(report))}</p>"
         return
     yield "<h2>Summary</h2>"
     yield f'<div class="scroll">{_table(report)}</div>'

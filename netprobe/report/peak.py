@@ -35,7 +35,7 @@ from .rows import (
     figure_probes,
     rtt_probes,
 )
-from .slo import SloFigures, SloRequest, measured_server, slo_figures, slo_job
+from .slo import SloFigures, SloRequest, measured_server, slo_figures
 
 if TYPE_CHECKING:
     from netprobe.store.hour_arrays import HourArrays, Window
@@ -236,17 +236,17 @@ def _agent_rows(agent: fleet.AgentInfo, zone: ZoneInfo, targets: Mapping[str, fl
 def _slo_jobs(rows: list[PeakRow], slo: SloRequest, by_probe: Mapping[str, HourArrays],
               merged: Mapping[tuple[str, int], _Merged | None], index: Mapping[str, Mapping[str, int]],
               offpeak: bool, pending: SloByRow) -> None:
-    """The rows' SLO figures, a job per RTT probe of every series of it (report/slo.py)."""
+    """The rows' SLO figures, computed per RTT probe for every series of it (report/slo.py)."""
     for probe in sorted({r.rtt_probe for r in rows if r.rtt_probe is not None}):
         peak, off = merged.get((probe, 0)), merged.get((probe, 1)) if offpeak else None
         if peak is None:
             continue
         mine = [(k, index[probe][r.target]) for k, r in enumerate(rows) if r.rtt_probe == probe]
-        job = slo_job(slo, peak.window, off.window if off is not None else None,
-                      by_probe[probe].each_hour() if slo.hours else None, [i for _, i in mine],
-                      [measured_server(rows[k].peak.extra) for k, _ in mine])
+        got = slo_figures(slo, peak.window, off.window if off is not None else None,
+                          by_probe[probe].each_hour() if slo.hours else None, [i for _, i in mine],
+                          [measured_server(rows[k].peak.extra) for k, _ in mine])
         keys = {i: (rows[k].agent, rows[k].target) for k, i in mine}
-        pending.update((keys[i], got) for i, got in slo_figures(job).items())
+        pending.update((keys[i], figures) for i, figures in got.items())
 
 
 async def _read_days(store: Source, agent: str, local: LocalDays, probes: Sequence[str],

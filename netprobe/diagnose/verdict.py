@@ -134,12 +134,12 @@ def decide(net: NetworkFloor, single: SingleRequest, sweep: Sweep, params: Budge
 
 
 def _decide(net: NetworkFloor, single: SingleRequest, sweep: Sweep, params: BudgetParams) -> Verdict:
+    budget = budget_for(net, params)
     if not single.ok:
         what = single.error_kind or single.status
         detail = f": {single.error}" if single.error else ""
         return Verdict("failed", f"the URL failed ({what}){detail}", _failed_advice(single, net),
-                       budget=budget_for(net, params))
-    budget = budget_for(net, params)
+                       budget=budget)
     if budget is None:
         return Verdict("failed", f"no network floor to {net.host}: {net.error or 'nothing answered'}",
                        "the budget needs a round-trip time: allow ICMP or TCP to the host")

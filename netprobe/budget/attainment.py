@@ -68,9 +68,6 @@ class Dist:
         cum = np.cumsum(self.weights)
         return float(self.values[min(int(np.searchsorted(cum, q - 1e-12)), len(cum) - 1)])
 
-    def scaled(self, c: float) -> Dist:
-        return Dist(self.values * c, self.weights)
-
 
 Server = LogNormal | Dist | None      # None: no server time (the network's share alone)
 
@@ -566,7 +563,7 @@ def curves(rtts: Rtts, loss: Sequence[float] | F64, servers: Sequence[Server], m
 
 def _scaled(s: Server, c: float) -> Server:
     if isinstance(s, Dist):
-        return s.scaled(c)
+        return Dist(s.values * c, s.weights)
     if isinstance(s, LogNormal) and not s.zero:
         return LogNormal(s.mu + math.log(c), s.sigma)
     return s

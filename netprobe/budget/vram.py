@@ -27,7 +27,7 @@ are what those figures add up to, checked against the published totals in tests/
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -127,8 +127,7 @@ MODELS: tuple[ModelSpec, ...] = (
 
 
 def _key(name: str) -> str:
-    key = name.strip().lower()
-    return key.removeprefix("deepseek-ai/")
+    return name.strip().lower().removeprefix("deepseek-ai/")
 
 
 def find_model(name: str) -> ModelSpec:
@@ -185,9 +184,7 @@ class VramEstimate:
             "kv_bytes_per_token": self.kv_bytes_per_token, "margin_gib": gib(self.margin_bytes),
             "total_gib": gib(self.total_bytes), "per_gpu_gib": gib(self.total_bytes / self.gpus),
             "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token_per_gpu,
-            "fits": [{"gpu_gib": f.gpu_gib, "fits": f.fits, "weights_fit": f.weights_fit,
-                      "max_concurrency": f.max_concurrency,
-                      "max_ctx": f.max_ctx, "headroom_gib": f.headroom_gib} for f in self.fits],
+            "fits": [asdict(f) for f in self.fits],
         }
 
 

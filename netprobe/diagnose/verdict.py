@@ -66,10 +66,6 @@ def attainment(net: NetworkFloor, single: SingleRequest, params: BudgetParams) -
     return attainment_pct(rtt, (net.loss_pct or 0.0) / 100, server, model)
 
 
-def _share(v: float | None, params: BudgetParams) -> str:
-    return "" if v is None else f"; {v:.1f} % of requests within {params.ttft_ms:g} ms (attainment)"
-
-
 def budget_for(net: NetworkFloor, params: BudgetParams) -> BudgetRow | None:
     if net.floor_ms is None or net.rtt_p50_ms is None:
         return None
@@ -130,16 +126,17 @@ def decide(net: NetworkFloor, single: SingleRequest, sweep: Sweep, params: Budge
     if not single.ok or v.budget is None:
         return v
     got = attainment(net, single, params)
-    return replace(v, message=v.message + _share(got, params), attainment_pct=got)
+    share = "" if got is None else f"; {got:.1f} % of requests within {params.ttft_ms:g} ms (attainment)"
+    return replace(v, message=v.message + share, attainment_pct=got)
 
 
 def _decide(net: NetworkFloor, single: SingleRequest, sweep: Sweep, params: BudgetParams) -> Verdict:
+    budget = budget_for(net, params)
     if not single.ok:
         what = single.error_kind or single.status
         detail = f": {single.error}" if single.error else ""
         return Verdict("failed", f"the URL failed ({what}){detail}", _failed_advice(single, net),
-                       budget=budget_for(net, params))
-    budget = budget_for(net, params)
+                       budget=budget)
     if budget is None:
         return Verdict("failed", f"no network floor to {net.host}: {net.error or 'nothing answered'}",
                        "the budget needs a round-trip time: allow ICMP or TCP to the host")

@@ -35,7 +35,7 @@ from .rows import (
     figure_probes,
     rtt_probes,
 )
-from .slo import SloFigures, SloRequest, measured_server, slo_figures, slo_job
+from .slo import SloFigures, SloRequest, measured_server, slo_figures
 
 if TYPE_CHECKING:
     from netprobe.store.hour_arrays import HourArrays, Window
@@ -134,13 +134,6 @@ class _Merged:
         return MergedHours(int(self.window.hours[i]), extremes, partial(self.window.sums, i))
 
 
-def _merge(arrays: HourArrays | None, hours: Sequence[int], names: Sequence[str] | None) -> _Merged | None:
-    if arrays is None:
-        return None
-    w = arrays.window(hours)
-    return _Merged(w, _figures(w, names))
-
-
 def _at(m: _Merged | None, i: int | None) -> dict[str, Any] | None:
     """Series i's figures in `m`; None where it has no hour there."""
     return m.figures[i] if m is not None and i is not None and m.window.hours[i] else None
@@ -205,11 +198,11 @@ def _agent_rows(agent: fleet.AgentInfo, zone: ZoneInfo, targets: Mapping[str, fl
     figured = {p: [name for _, name in pairs] for p, pairs in figures.items()}
     index = {p: {t: i for i, t in enumerate(a.targets)} for p, a in by_probe.items()}
     windows = (window,) if offpeak is None else (window, offpeak)
-    merged: dict[tuple[str, int], _Merged | None] = {}
+    merged: dict[tuple[str, int], _Merged] = {}
     for w_i, win in enumerate(windows):
         for p, a in by_probe.items():
-            names = figured.get(p) if p not in rtt_order else None
-            merged[(p, w_i)] = _merge(a, win.hours, names)
+            w = a.window(win.hours)
+            merged[(p, w_i)] = _Merged(w, _figures(w, figured.get(p) if p not in rtt_order else None))
     profiled = offpeak is not None and profiles
     columns = {p: _profiles(by_probe[p]) for p in rtt_order} if profiled else {}
     rows = []
@@ -234,19 +227,19 @@ def _agent_rows(agent: fleet.AgentInfo, zone: ZoneInfo, targets: Mapping[str, fl
 
 
 def _slo_jobs(rows: list[PeakRow], slo: SloRequest, by_probe: Mapping[str, HourArrays],
-              merged: Mapping[tuple[str, int], _Merged | None], index: Mapping[str, Mapping[str, int]],
+              merged: Mapping[tuple[str, int], _Merged], index: Mapping[str, Mapping[str, int]],
               offpeak: bool, pending: SloByRow) -> None:
-    """The rows' SLO figures, a job per RTT probe of every series of it (report/slo.py)."""
+    """The rows' SLO figures, computed per RTT probe for every series of it (report/slo.py)."""
     for probe in sorted({r.rtt_probe for r in rows if r.rtt_probe is not None}):
         peak, off = merged.get((probe, 0)), merged.get((probe, 1)) if offpeak else None
         if peak is None:
             continue
         mine = [(k, index[probe][r.target]) for k, r in enumerate(rows) if r.rtt_probe == probe]
-        job = slo_job(slo, peak.window, off.window if off is not None else None,
-                      by_probe[probe].each_hour() if slo.hours else None, [i for _, i in mine],
-                      [measured_server(rows[k].peak.extra) for k, _ in mine])
+        got = slo_figures(slo, peak.window, off.window if off is not None else None,
+                          by_probe[probe].each_hour() if slo.hours else None, [i for _, i in mine],
+                          [measured_server(rows[k].peak.extra) for k, _ in mine])
         keys = {i: (rows[k].agent, rows[k].target) for k, i in mine}
-        pending.update((keys[i], got) for i, got in slo_figures(job).items())
+        pending.update((keys[i], figures) for i, figures in got.items())
 
 
 async def _read_days(store: Source, agent: str, local: LocalDays, probes: Sequence[str],

@@ -26,18 +26,14 @@ tr.mismatch td { background: #fff6d5; }
 """
 
 
-def _e(text: str) -> str:
-    return escape(text, quote=True)
-
-
 def _table(report: PeakReport) -> str:
     shown = columns(report.rows)
-    head = "".join(f"<th>{_e(c.head)}</th>" for c in shown)
+    head = "".join(f"<th>{escape(c.head)}</th>" for c in shown)
     body = []
     for row in report.rows:
         # a numeric cell is digits, signs, ".", "/", "×" and "—" (columns.py): nothing to escape
         cells = "".join(f'<td class="num">{c.cell(row)}</td>' if c.numeric
-                        else f"<td>{_e(c.cell(row))}</td>" for c in shown)
+                        else f"<td>{escape(c.cell(row))}</td>" for c in shown)
         cls = ' class="mismatch"' if row.line_mismatch else ""
         body.append(f"<tr{cls}>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -51,13 +47,12 @@ def html_chunks(report: PeakReport) -> Iterator[str]:
     """The page in pieces, so a fleet's page (thousands of charts, 15 MB) is written as it is drawn
     instead of held whole (and its parts besides) in memory."""
     yield _head(report)
-    yield from _joined(_first(report))
-    yield from _joined(_second(report), lead=True)
+    yield from _joined(_parts(report))
     yield _TAIL
 
 
 def _head(report: PeakReport) -> str:
-    page_title = _e(f"netprobe peak report {iso(report.generated_at)}")
+    page_title = escape(f"netprobe peak report {iso(report.generated_at)}")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{page_title}</title><style>{_CSS}</style></head><body>\n")
 
@@ -65,10 +60,10 @@ def _head(report: PeakReport) -> str:
 _TAIL = "\n</body></html>\n"
 
 
-def _joined(parts: Iterator[str | Iterator[str]], lead: bool = False) -> Iterator[str]:
-    """The parts' text, "\n" between them (and before the first, with `lead`)."""
+def _joined(parts: Iterator[str | Iterator[str]]) -> Iterator[str]:
+    """The parts' text, "\n" between them."""
     for k, part in enumerate(parts):
-        if k or lead:
+        if k:
             yield "\n"
         if isinstance(part, str):
             yield part
@@ -82,18 +77,18 @@ def _charts(drawn: Iterable[str]) -> Iterator[str]:
     yield "</div>"
 
 
-def _first(report: PeakReport) -> Iterator[str | Iterator[str]]:
-    """The page's first parts in order (a lazy part is drawn when it is written): the title, the
-    summary, the profiles and loss by hour (about half the drawing of a fleet's page)."""
-    yield f"<h1>{_e(title(report))}</h1>"
-    yield (f'<p class="meta">generated {_e(iso(report.generated_at))} · windows are local hours of each '
-           f"agent's time zone, half-open · ranking: {_e(RULE)}</p>")
+def _parts(report: PeakReport) -> Iterator[str | Iterator[str]]:
+    """The page's parts in order (a lazy part is drawn when it is written): the title, the summary,
+    the profiles, loss by hour, SLO attainment, both directions, the lines."""
+    yield f"<h1>{escape(title(report))}</h1>"
+    yield (f'<p class="meta">generated {escape(iso(report.generated_at))} · windows are local hours of each '
+           f"agent's time zone, half-open · ranking: {escape(RULE)}</p>")
     if report.note:
-        yield f'<p class="note">{_e(report.note)}</p>'
-    yield from (f'<p class="note">warning: {_e(w)}</p>' for w in report.warnings)
+        yield f'<p class="note">{escape(report.note)}</p>'
+    yield from (f'<p class="note">warning: {escape(w)}</p>' for w in report.warnings)
     rows = report.rows
     if not rows:
-        yield f"<p>{_e(empty_message(report))}</p>"
+        yield f"<p>{escape(empty_message(report))}</p>"
         return
     yield "<h2>Summary</h2>"
     yield f'<div class="scroll">{_table(report)}</div>'
@@ -101,13 +96,6 @@ def _first(report: PeakReport) -> Iterator[str | Iterator[str]]:
     yield _charts(svg.profile_chart(r, report.window, report.offpeak) for r in rows)
     yield "<h2>Loss by hour</h2>"
     yield svg.loss_heatmap(rows, report.window)
-
-
-def _second(report: PeakReport) -> Iterator[str | Iterator[str]]:
-    """The rest: SLO attainment, both directions, the lines."""
-    rows = report.rows
-    if not rows:
-        return
     if any(r.slo is not None and r.slo.hours for r in rows):
         yield "<h2>SLO attainment by hour</h2>"
         yield _charts(svg.attainment_hours(r, report.window) for r in rows if r.slo is not None)

@@ -118,13 +118,6 @@ class ProfileColumns:
     rounds: list[int]
     present: list[int]          # hour rows merged (0: no data in that hour of day)
 
-    def hour(self, k: int) -> HourProfile:
-        if not self.present[k]:
-            return HourProfile(k % 24, None, None, None, None, 0)
-        sent = self.sent[k]
-        return HourProfile(k % 24, self.p5[k], self.p50[k], self.p95[k],
-                           loss_pct(sent, self.received[k]) if sent else None, self.rounds[k])
-
 
 class Profile(Sequence[HourProfile]):
     """One row's 24-hour profile over its agent's ProfileColumns: HourProfile objects are made only
@@ -141,8 +134,8 @@ class Profile(Sequence[HourProfile]):
 
     def _hours(self) -> tuple[HourProfile, ...]:
         if self._made is None:
-            base = self._i * 24
-            self._made = tuple(self._cols.hour(base + h) for h in range(24))
+            s = self.series()
+            self._made = tuple(map(HourProfile, s.hours, s.p5, s.p50, s.p95, s.loss_pct, s.rounds))
         return self._made
 
     @overload

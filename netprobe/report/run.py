@@ -61,19 +61,13 @@ async def _compute(db: str | None, days: int, window: HourWindow, offpeak: HourW
 
 
 def _emit(report: PeakReport, fmt: str, out: Path | None) -> None:
-    if fmt == "table":
-        from netprobe.report.render_table import print_table
-        from netprobe.textout import Out
-
-        if out is None:
-            print_table(report, Out())
-            return
-        with _open(out) as fh:
-            print_table(report, Out(file=fh, width=240, color=False))
-        print(f"wrote {out}", file=sys.stderr)
-        return
     with _open(out) if out is not None else contextlib.nullcontext(sys.stdout) as fh:
-        if fmt == "html":
+        if fmt == "table":
+            from netprobe.report.render_table import print_table
+            from netprobe.textout import Out
+
+            print_table(report, Out() if out is None else Out(file=fh, width=240, color=False))
+        elif fmt == "html":
             from netprobe.report.render_html import html_chunks
 
             fh.writelines(html_chunks(report))      # written as drawn: a fleet's page is 15 MB
@@ -85,7 +79,7 @@ def _emit(report: PeakReport, fmt: str, out: Path | None) -> None:
             from netprobe.report.render_md import markdown
 
             fh.write(markdown(report))
-    if not report.rows and fmt != "json":
+    if not report.rows and fmt in ("md", "html"):    # the table says so itself
         print("no hourly rollups in the chosen days: the report is empty", file=sys.stderr)
     if out is not None:
         print(f"wrote {out}", file=sys.stderr)

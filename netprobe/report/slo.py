@@ -71,9 +71,9 @@ def measured_server(figures: Mapping[str, float | None]) -> Server:
     return LogNormal(ln, math.sqrt(max(0.0, ln2 - ln * ln)))
 
 
-# -- the job ------------------------------------------------------------------------------------------
-# An agent's SLO figures for one RTT probe are a job of plain arrays (SloJob), computed as each
-# agent's rows are made, so only the agents in flight are held in memory.
+# -- the figures --------------------------------------------------------------------------------------
+# An agent's SLO figures for one RTT probe are computed as its rows are made, so only the agents in
+# flight are held in memory.
 Cases = tuple[list[int], Rtts, F64, list[Server]]    # case keys, their RTTs, loss fractions and servers
 
 
@@ -97,39 +97,6 @@ def _slices(w: Window, keys: Sequence[int], servers: Mapping[int, Server]) -> tu
     return tuple(_picked(w, keys[k:k + SLICE], servers) for k in range(0, len(keys), SLICE))
 
 
-@dataclass(frozen=True, slots=True)
-class SloJob:
-    """The SLO figures of one agent's series of one probe, as plain arrays."""
-
-    req: SloRequest
-    rows: tuple[int, ...]                 # series indexes
-    sources: tuple[ServerSource, ...]     # per entry of rows
-    peak: tuple[Cases, ...]               # slices of rows
-    offpeak: tuple[Cases, ...]            # () without an off-peak window
-    whole_peak: Cases | None              # the peak's cases at once: outcomes and curves (when asked)
-    hours: tuple[Cases, ...] | None       # slices of the cases i·24 + h (when asked)
-
-
-def slo_job(req: SloRequest, peak: Window, offpeak: Window | None, each_hour: Window | None,
-            rows: Sequence[int], measured: Sequence[Server]) -> SloJob:
-    """`each_hour`: series-major, row i·24 + h (None: no hours). `measured`: per entry of `rows`, the
-    server its openai-mode streams measured (None: none ran)."""
-    servers = [req.server if req.server is not None else m for m in measured]
-    sources: tuple[ServerSource, ...] = tuple(
-        "given" if req.server is not None else "measured" if m is not None else "none" for m in measured)
-    pick = dict(zip(rows, servers, strict=True))
-    at_peak = _slices(peak, rows, pick)
-    whole = None
-    if req.outcome or req.curve:
-        whole = at_peak[0] if len(at_peak) == 1 else _picked(peak, rows, pick)
-    hours = None
-    if req.hours and each_hour is not None:
-        keys = [i * 24 + h for i in rows for h in range(24)]
-        hours = _slices(each_hour, keys, {i * 24 + h: s for i, s in pick.items() for h in range(24)})
-    return SloJob(req, tuple(rows), sources, at_peak,
-                  _slices(offpeak, rows, pick) if offpeak is not None else (), whole, hours)
-
-
 def _attained(model: SloModel, slices: Sequence[Cases], drawn: bool = False) -> dict[int, float]:
     """`drawn`: for a chart (drawn_attainments: DRAWN_CELLS, DRAWN_PRUNE)."""
     out: dict[int, float] = {}
@@ -139,22 +106,34 @@ def _attained(model: SloModel, slices: Sequence[Cases], drawn: bool = False) -> 
     return out
 
 
-def slo_figures(job: SloJob) -> dict[int, SloFigures]:
-    """Per series of the job: its attainment at the peak (with the outcome when asked), off-peak, per
-    local hour and its peak's end-to-end curve (when asked)."""
-    req = job.req
-    at_peak, off = _attained(req.model, job.peak), _attained(req.model, job.offpeak)
+def slo_figures(req: SloRequest, peak: Window, offpeak: Window | None, each_hour: Window | None,
+                rows: Sequence[int], measured: Sequence[Server]) -> dict[int, SloFigures]:
+    """Per series of `rows` (one agent's, of one RTT probe): its attainment at the peak (with the outcome
+    when asked), off-peak, per local hour and its peak's end-to-end curve (when asked). `each_hour`:
+    series-major, row i·24 + h (None: no hours). `measured`: per entry of `rows`, the server its
+    openai-mode streams measured (None: none ran)."""
+    model = req.model
+    pick = dict(zip(rows, [req.server if req.server is not None else m for m in measured], strict=True))
+    at_peak = _slices(peak, rows, pick)
+    peak_got = _attained(model, at_peak)
+    off = _attained(model, _slices(offpeak, rows, pick)) if offpeak is not None else {}
     outs: dict[int, Outcome] = {}
     lines: dict[int, tuple[tuple[float, float], ...]] = {}
-    if job.whole_peak is not None:
-        have, rtts, loss, servers = job.whole_peak
+    if req.outcome or req.curve:        # the peak's cases at once
+        have, rtts, loss, servers = at_peak[0] if len(at_peak) == 1 else _picked(peak, rows, pick)
         if req.outcome:
-            outs = dict(zip(have, outcomes(rtts, loss, servers, req.model), strict=True))
+            outs = dict(zip(have, outcomes(rtts, loss, servers, model), strict=True))
         if req.curve:
             lines = {i: tuple(zip(xs.tolist(), fs.tolist(), strict=True))
-                     for i, (xs, fs) in zip(have, curves(rtts, loss, servers, req.model), strict=True)}
-    by_hour = _attained(req.model, job.hours, drawn=True) if job.hours is not None else {}
-    return {i: SloFigures(req.model.ttft_ms, at_peak.get(i), off.get(i),
-                          tuple(by_hour.get(i * 24 + h) for h in range(24)) if job.hours is not None else (),
-                          job.sources[k], outs.get(i), lines.get(i, ()))
-            for k, i in enumerate(job.rows)}
+                     for i, (xs, fs) in zip(have, curves(rtts, loss, servers, model), strict=True)}
+    by_hour: dict[int, float] | None = None
+    if req.hours and each_hour is not None:
+        keys = [i * 24 + h for i in rows for h in range(24)]
+        hourly = {i * 24 + h: s for i, s in pick.items() for h in range(24)}
+        by_hour = _attained(model, _slices(each_hour, keys, hourly), drawn=True)
+    sources: list[ServerSource] = [
+        "given" if req.server is not None else "measured" if m is not None else "none" for m in measured]
+    return {i: SloFigures(model.ttft_ms, peak_got.get(i), off.get(i),
+                          tuple(by_hour.get(i * 24 + h) for h in range(24)) if by_hour is not None else (),
+                          source, outs.get(i), lines.get(i, ()))
+            for i, source in zip(rows, sources, strict=True)}

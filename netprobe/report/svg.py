@@ -55,10 +55,6 @@ def line_colour(line: str) -> str:
     return _SPARE[sum(map(ord, line)) % len(_SPARE)]   # stable across runs, unlike hash()
 
 
-def _t(text: str) -> str:
-    return escape(text, quote=True)
-
-
 def num(v: float) -> str:
     return f"{v:.1f}"
 
@@ -66,7 +62,7 @@ def num(v: float) -> str:
 def svg_text(x: float, y: float, text: str, *, size: int = 11, anchor: str = "start", fill: str = AXIS,
              weight: str = "normal") -> str:
     return (f'<text x="{num(x)}" y="{num(y)}" font-size="{size}" text-anchor="{anchor}" fill="{fill}" '
-            f'font-weight="{weight}" {FONT}>{_t(text)}</text>')
+            f'font-weight="{weight}" {FONT}>{escape(text)}</text>')
 
 
 def svg_line(x1: float, x2: float, y1: float, y2: float, stroke: str, extra: str = "") -> str:
@@ -78,12 +74,12 @@ def svg_line(x1: float, x2: float, y1: float, y2: float, stroke: str, extra: str
 def rect(x: float, y: float, w: float, h: float, fill: str, tip: str | None = None) -> str:
     head = (f'<rect x="{num(x)}" y="{num(y)}" width="{num(max(w, 0.0))}" height="{num(max(h, 0.0))}" '
             f'fill="{fill}"')
-    return f"{head}/>" if tip is None else f"{head}><title>{_t(tip)}</title></rect>"
+    return f"{head}/>" if tip is None else f"{head}><title>{escape(tip)}</title></rect>"
 
 
 def _svg(width: int, height: int, label: str, body: Sequence[str]) -> str:
     return (f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
-            f'aria-label="{_t(label)}">' + "".join(body) + "</svg>")
+            f'aria-label="{escape(label)}">' + "".join(body) + "</svg>")
 
 
 def nice_max(v: float) -> float:
@@ -227,7 +223,7 @@ def loss_heatmap(rows: Sequence[PeakRow], window: HourWindow, cell: int = 24) ->
         label = f"{row.agent} → {row.target}"
         add(svg_text(label_w - 8, yy + row_h * 0.7, label, anchor="end", size=11))
         at = f'" y="{num(yy + 1)}" {size} fill="'
-        tip = f'"><title>{_t(label)}'   # the rest of a tip is digits and plain words: nothing to escape
+        tip = f'"><title>{escape(label)}'   # the rest of a tip is digits and plain words: nothing to escape
         series = hour_series(row.profile)
         for h, loss, rounds in zip(series.hours, series.loss_pct, series.rounds, strict=True):
             if loss is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -76,7 +77,7 @@ def command(url: str, mode: str | None, timeout: str | None, concurrency: str | 
     if levels is not None:
         report = asyncio.run(sweep(url, settings, levels))
         if as_json:
-            sys.stdout.write(json.dumps(report.to_dict()) + "\n")
+            sys.stdout.write(json.dumps(dataclasses.asdict(report)) + "\n")
         else:
             Out().table(sse_sweep_table(report))
         raise click.exceptions.Exit(0 if all(lv.errors == 0 for lv in report.levels) else 1)

@@ -9,6 +9,7 @@ import json
 import math
 import os
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -283,9 +284,6 @@ class Spread:
     p50: float
     p95: float
 
-    def to_dict(self) -> dict[str, float]:
-        return {"p50": self.p50, "p95": self.p95}
-
 
 @dataclass(frozen=True, slots=True)
 class LoadLevel:
@@ -297,22 +295,14 @@ class LoadLevel:
     errors: int
     error_kinds: dict[str, int] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"concurrency": self.concurrency,
-                "ttft_ms": self.ttft_ms.to_dict() if self.ttft_ms is not None else None,
-                "tpot_ms": self.tpot_ms.to_dict() if self.tpot_ms is not None else None,
-                "errors": self.errors, "error_kinds": dict(self.error_kinds)}
-
 
 @dataclass(frozen=True, slots=True)
 class SweepReport:
+    """A concurrency sweep; its dataclasses.asdict() is `probe sse --concurrency … --json` (docs/api.md)."""
+
     url: str
     mode: str
     levels: tuple[LoadLevel, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        """`probe sse --concurrency … --json` (docs/api.md)."""
-        return {"url": self.url, "mode": self.mode, "levels": [lv.to_dict() for lv in self.levels]}
 
 
 async def sweep(url: str, settings: SseSettings, levels: Sequence[int]) -> SweepReport:
@@ -324,10 +314,7 @@ async def sweep(url: str, settings: SseSettings, levels: Sequence[int]) -> Sweep
         results = await asyncio.gather(*(read_stream(target, settings, key) for _ in range(level)))
         ttft = [r.first_event_ms for r in results if r.first_event_ms is not None and r.status == "ok"]
         tpot = [r.tpot_ms for r in results if r.status == "ok"]
-        errors: dict[str, int] = {}
-        for r in results:
-            if r.status != "ok":
-                errors[r.error_kind or r.status] = errors.get(r.error_kind or r.status, 0) + 1
+        errors = dict(Counter(r.error_kind or r.status for r in results if r.status != "ok"))
         out.append(LoadLevel(concurrency=level, ttft_ms=_p50_p95(ttft),
                              tpot_ms=_p50_p95([v for v in tpot if v is not None]),
                              errors=sum(errors.values()), error_kinds=errors))

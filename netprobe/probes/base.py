@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from netprobe.probes.mtr.engine import TraceEngine
     from netprobe.probes.settings import ProbeSettings as ProbeSettings
     from netprobe.probes.settings import RoundSettings as RoundSettings
-    from netprobe.textout import TextTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,12 +114,11 @@ ProbeRun = Callable[[ProbeTarget, S, ProbeContext], Awaitable[R]]
 @dataclass(frozen=True, slots=True)
 class ProbeCli:
     """`netprobe probe <name>`: its command (a function with click's options; `netprobe probe` makes it
-    the click command named by the probe) and how its results print as a table. Built by the spec's
+    the click command named by the probe) and the text after its options' help. Built by the spec's
     `cli` function, on demand (by `netprobe probe`), so the agent never loads the commands or tables."""
 
     command: Callable[..., None]
     epilog: str | None = None
-    table: Callable[[Sequence[ProbeResult]], TextTable] | None = None
 
 
 @dataclass(frozen=True, slots=True)

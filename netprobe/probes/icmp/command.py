@@ -99,4 +99,4 @@ def command(hosts: tuple[str, ...], file: str | None, count: int | None, interva
     emit(results, as_json, len(targets) > 1 or file is not None, table)
 
 
-CLI = ProbeCli(command=command, epilog=round_defaults(IcmpSettings, "echo requests"), table=table)
+CLI = ProbeCli(command=command, epilog=round_defaults(IcmpSettings, "echo requests"))

@@ -92,4 +92,4 @@ def command(targets_: tuple[str, ...], file: str | None, count: int | None, inte
     emit(asyncio.run(go()), as_json, len(targets) > 1 or file is not None, table)
 
 
-CLI = ProbeCli(command=command, epilog=round_defaults(OwdSettings, "requests"), table=table)
+CLI = ProbeCli(command=command, epilog=round_defaults(OwdSettings, "requests"))

@@ -86,4 +86,4 @@ def command(url: str, mode: str | None, timeout: str | None, concurrency: str | 
     emit(results, as_json, False, table)
 
 
-CLI = ProbeCli(command=command, table=table)
+CLI = ProbeCli(command=command)

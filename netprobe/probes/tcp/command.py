@@ -95,4 +95,4 @@ def command(targets_: tuple[str, ...], file: str | None, count: int | None, inte
     emit(results, as_json, len(targets) > 1 or file is not None, table)
 
 
-CLI = ProbeCli(command=command, epilog=round_defaults(TcpSettings, "connects"), table=table)
+CLI = ProbeCli(command=command, epilog=round_defaults(TcpSettings, "connects"))

@@ -239,9 +239,6 @@ class AlertMetric:
     slo: bool = False
 
 
-# A spec's runtime parts: what the agent, config, ingest and `netprobe probe` use, but not the reports.
-RUNTIME_FIELDS = ("settings_model", "run", "result_type", "target_options", "rollup_extras", "route_of",
-                  "configure", "startup")
 _LATER: Any = None     # settings_model and run, when the spec's `runtime` function gives them
 
 
@@ -258,6 +255,10 @@ class ProbeRuntime(Generic[S, R]):
     route_of: RouteOf | None = None
     configure: Callable[[ProbeContext, ProbeSettings], None] | None = None
     startup: Callable[[ProbeContext, bool], dict[str, str]] | None = None
+
+
+# A spec's runtime parts: what the agent, config, ingest and `netprobe probe` use, but not the reports.
+RUNTIME_FIELDS = tuple(f.name for f in fields(ProbeRuntime))
 
 
 @dataclass(frozen=True, slots=True)

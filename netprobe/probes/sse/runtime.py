@@ -109,7 +109,7 @@ class SseResult(ProbeResult):
     tokens: dict[str, int] | None = None  # openai: from `usage` when the server sends it
     duration_s: float = 0.0               # request written -> end of stream
     bytes: int = 0
-    reused_connection: bool = False
+    reused_connection: bool = False       # always: one fresh connection per stream (sse.client)
     content_encoding: str | None = None
     content_type: str | None = None
     completed: bool = False
@@ -257,7 +257,7 @@ def _result(target: ProbeTarget, settings: SseSettings, started: Any, t0: float,
         ttfb_ms=cap.ms_after_written(cap.headers_ns), first_event_ms=first, events=len(times),
         comments=comments, gaps_ms=metrics.gap_summary(gaps), stalls=n_stalls, stall_ms_total=stall_total,
         duration_s=(cap.ms_after_written(cap.end_ns) or 0.0) / 1000.0, bytes=cap.bytes,
-        reused_connection=cap.reused, content_encoding=cap.content_encoding, content_type=cap.content_type,
+        content_encoding=cap.content_encoding, content_type=cap.content_type,
         completed=cap.completed and cap.error_kind is None, error_kind=cap.error_kind, error=cap.error,
         duration_ms=(time.monotonic() - t0) * 1000)
     if isinstance(interp, _Emitter) and interp.times_ns:

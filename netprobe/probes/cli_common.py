@@ -14,7 +14,7 @@ import asyncio
 import json
 import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import click
@@ -34,9 +34,12 @@ from netprobe.textout import TextTable
 S = TypeVar("S", bound=ProbeSettings)
 T = TypeVar("T")
 
+FLAGS = {"max_rate": "--rate"}      # the options not named --field-name
 
-def build_settings(model: type[S], options: dict[str, Any], flags: dict[str, str]) -> S:
-    """Validate CLI options through the probe's settings model, so errors read like config errors.
+
+def build_settings(model: type[S], options: dict[str, Any], flags: Mapping[str, str] = FLAGS) -> S:
+    """Validate CLI options through the probe's settings model, so errors read like config errors: a
+    field is named by its option, --field-name unless `flags` names another (max_rate: --rate).
 
     `every` does not apply to a one-off run; it is set just large enough for the round to fit.
     """
@@ -50,7 +53,8 @@ def build_settings(model: type[S], options: dict[str, Any], flags: dict[str, str
         for err in exc.errors():
             field = str(err["loc"][0]) if err["loc"] else ""
             msg = str(err["msg"]).removeprefix("Value error, ")
-            problems.append(f"{flags.get(field, field)}: {msg}" if field else msg)
+            flag = flags.get(field, "--" + field.replace("_", "-"))
+            problems.append(f"{flag}: {msg}" if field else msg)
         raise UsageError("; ".join(problems)) from None
 
 
@@ -159,6 +163,3 @@ def round_defaults(model: type[RoundSettings], what: str) -> str:
     d = model()
     return f"Defaults: --count {d.count} {what} {d.interval:g}s apart, --timeout {d.timeout:g}s."
 
-
-FLAGS = {"count": "--count", "interval": "--interval", "timeout": "--timeout", "size": "--size",
-          "max_rate": "--rate"}

@@ -53,17 +53,13 @@ def command(host: str, cycles: int | None, interval: str | None, timeout: str | 
         raise UsageError(str(exc)) from None
     settings = build_settings(MtrSettings, {"cycles": cycles, "interval": interval, "timeout": timeout,
                                             "mode": mode, "port": port, "max_hops": max_hops,
-                                            "every": 10**7}, _MTR_FLAGS)
+                                            "every": 10**7})
     result = asyncio.run(_run_mtr(ProbeTarget(id=name, host=name, family=family), settings, asn_db, city_db,
                                   live=not as_json))
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict()) + "\n")
         sys.stdout.flush()
     raise click.exceptions.Exit(0 if result.status == "ok" else 1)
-
-
-_MTR_FLAGS = {"cycles": "--cycles", "interval": "--interval", "timeout": "--timeout", "mode": "--mode",
-              "port": "--port", "max_hops": "--max-hops"}
 
 
 async def _run_mtr(target: ProbeTarget, settings: MtrSettings, asn_db: str | None, city_db: str | None,

@@ -27,8 +27,6 @@ from netprobe.probes.mtr.hop_table import asn_db_opt, city_db_opt, mtr_table, op
 from netprobe.probes.rmtr.runtime import RmtrResult, RmtrSettings, run
 from netprobe.textout import Out, TextTable, style
 
-_FLAGS = {"cycles": "--cycles", "interval": "--interval", "timeout": "--timeout", "mode": "--mode"}
-
 
 def rmtr_table(r: RmtrResult) -> TextTable:
     title = (f"rmtr {r.mode}: from the reflector {r.source or r.reflector} back to "
@@ -62,7 +60,7 @@ def command(url: str, cycles: int | None, interval: str | None, timeout: str | N
         raise UsageError(f"TARGET_URL: {url!r} is not an http:// or https:// URL (the target's reflector, "
                          "e.g. http://hk1.example.net:8473)")
     settings = build_settings(RmtrSettings, {"cycles": cycles, "interval": interval, "timeout": timeout,
-                                             "mode": mode, "every": 10**7}, _FLAGS)
+                                             "mode": mode, "every": 10**7})
     token = reflector.cli_token(token_file)
     host, _ = reflector.host_port(url)
     target = ProbeTarget(id=host or url, host=host or url, url=url, family=family,

@@ -15,8 +15,7 @@ if TYPE_CHECKING:
     from netprobe.net.socket_cap import SocketCap
     from netprobe.probes.icmp.engine import IcmpEngine
     from netprobe.probes.mtr.engine import TraceEngine
-    from netprobe.probes.settings import ProbeSettings as ProbeSettings
-    from netprobe.probes.settings import RoundSettings as RoundSettings
+    from netprobe.probes.settings import ProbeSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,12 +340,3 @@ class ProbeSpec(Generic[S, R]):
             raise TypeError(f"probe {self.name}: settings are {type(settings).__name__}, "
                             f"not {self.settings_model.__name__}")
         return await self.run(target, settings, ctx)
-
-
-def __getattr__(name: str) -> Any:
-    # ProbeSettings and RoundSettings (pydantic) load when a probe's runtime module asks for them
-    if name in ("ProbeSettings", "RoundSettings"):
-        from netprobe.probes import settings
-
-        return getattr(settings, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

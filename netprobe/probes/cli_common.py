@@ -26,9 +26,10 @@ from netprobe.net.pacing import launch_paced
 from netprobe.net.resolve import Resolver, family_name, parse_literal
 from netprobe.net.targets_file import MAX_TARGETS, read_targets
 from netprobe.probes import reflector
-from netprobe.probes.base import ProbeContext, ProbeRun, ProbeSettings, ProbeTarget, RoundSettings
+from netprobe.probes.base import ProbeContext, ProbeRun, ProbeTarget
 from netprobe.probes.render import print_table
 from netprobe.probes.results import ProbeResult
+from netprobe.probes.settings import ProbeSettings, RoundSettings
 from netprobe.textout import TextTable
 
 S = TypeVar("S", bound=ProbeSettings)

@@ -133,14 +133,15 @@ async def run_targets(run: ProbeRun[S, ProbeResult], targets: Sequence[ProbeTarg
 
 
 def emit(results: Sequence[ProbeResult], as_json: bool, as_list: bool,
-         table: Callable[[Sequence[ProbeResult]], TextTable]) -> None:
-    """Print results (one JSON object, or a table) and exit 0 if every target is ok, else 1."""
+         table: Callable[[Sequence[ProbeResult]], TextTable] | None) -> None:
+    """Print results (one JSON object, or a table; None: the command drew its own) and exit 0 if every
+    target is ok, else 1."""
     if as_json:
         body: dict[str, Any] = (
             {"results": [r.to_dict() for r in results]} if as_list else results[0].to_dict())
         sys.stdout.write(json.dumps(body) + "\n")
         sys.stdout.flush()
-    else:
+    elif table is not None:
         print_table(table(results), results)
     raise click.exceptions.Exit(0 if all(r.status == "ok" for r in results) else 1)
 

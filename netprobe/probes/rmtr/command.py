@@ -25,13 +25,7 @@ from netprobe.probes.cli_common import (
 )
 from netprobe.probes.mtr.hop_table import asn_db_opt, city_db_opt, mtr_table, open_geoip
 from netprobe.probes.rmtr.runtime import RmtrResult, RmtrSettings, run
-from netprobe.textout import Out, TextTable, style
-
-
-def rmtr_table(r: RmtrResult) -> TextTable:
-    title = (f"rmtr {r.mode}: from the reflector {r.source or r.reflector} back to "
-             f"{r.address or '—'} (this host as it sees it)")
-    return mtr_table(r, title)
+from netprobe.textout import Out, style
 
 
 @click.argument("url", metavar="TARGET_URL")
@@ -70,8 +64,10 @@ def command(url: str, cycles: int | None, interval: str | None, timeout: str | N
         sys.stdout.write(json.dumps(result.to_dict()) + "\n")
         sys.stdout.flush()
     else:
+        title = (f"rmtr {result.mode}: from the reflector {result.source or result.reflector} back to "
+                 f"{result.address or '—'} (this host as it sees it)")
         out = Out()
-        out.table(rmtr_table(result))
+        out.table(mtr_table(result, title))
         if result.status != "ok" and result.error:
             out.print(style(f"{url}:", "red") + f" {result.error}")
     raise click.exceptions.Exit(0 if result.status == "ok" else 1)

@@ -43,7 +43,7 @@ _NAMESPACE = uuid.UUID("6f1f5d1e-7c3a-4c55-9a53-6b1d2f0c9a10")
 _ATLAS_KEYS = frozenset(("prb_id", "msm_id", "fw"))
 _ENVELOPE_KEYS = frozenset(("id", "probe", "started_at", "agent", "target"))
 _TYPES = ("ping", "traceroute")
-_MODES = {"icmp": "icmp", "udp": "udp", "tcp": "tcp"}
+_MODES = ("icmp", "udp", "tcp")
 
 
 def is_atlas(obj: Mapping[str, Any]) -> bool:
@@ -302,10 +302,9 @@ def _text_hops(text: str) -> list[Hop]:
 def _mode(obj: Mapping[str, Any]) -> str:
     """icmp, udp or tcp from `proto` (4460 on) or `mode` ("UDP4", "ICMP6" in 4400)."""
     proto = str(obj.get("proto") or obj.get("mode") or "icmp").lower().rstrip("46")
-    mode = _MODES.get(proto)
-    if mode is None:
+    if proto not in _MODES:
         raise ValueError(f"Atlas proto {proto!r} is not ICMP, UDP or TCP")
-    return mode
+    return proto
 
 
 def _text(obj: Mapping[str, Any], *keys: str) -> str | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
@@ -15,9 +15,7 @@ if TYPE_CHECKING:
     from netprobe.net.socket_cap import SocketCap
     from netprobe.probes.icmp.engine import IcmpEngine
     from netprobe.probes.mtr.engine import TraceEngine
-    from netprobe.probes.settings import ProbeSettings as ProbeSettings
-    from netprobe.probes.settings import RoundSettings as RoundSettings
-    from netprobe.textout import TextTable
+    from netprobe.probes.settings import ProbeSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,12 +113,11 @@ ProbeRun = Callable[[ProbeTarget, S, ProbeContext], Awaitable[R]]
 @dataclass(frozen=True, slots=True)
 class ProbeCli:
     """`netprobe probe <name>`: its command (a function with click's options; `netprobe probe` makes it
-    the click command named by the probe) and how its results print as a table. Built by the spec's
+    the click command named by the probe) and the text after its options' help. Built by the spec's
     `cli` function, on demand (by `netprobe probe`), so the agent never loads the commands or tables."""
 
     command: Callable[..., None]
     epilog: str | None = None
-    table: Callable[[Sequence[ProbeResult]], TextTable] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,9 +238,6 @@ class AlertMetric:
     slo: bool = False
 
 
-# A spec's runtime parts: what the agent, config, ingest and `netprobe probe` use, but not the reports.
-RUNTIME_FIELDS = ("settings_model", "run", "result_type", "target_options", "rollup_extras", "route_of",
-                  "configure", "startup")
 _LATER: Any = None     # settings_model and run, when the spec's `runtime` function gives them
 
 
@@ -260,6 +254,10 @@ class ProbeRuntime(Generic[S, R]):
     route_of: RouteOf | None = None
     configure: Callable[[ProbeContext, ProbeSettings], None] | None = None
     startup: Callable[[ProbeContext, bool], dict[str, str]] | None = None
+
+
+# A spec's runtime parts: what the agent, config, ingest and `netprobe probe` use, but not the reports.
+RUNTIME_FIELDS = tuple(f.name for f in fields(ProbeRuntime))
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,12 +340,3 @@ class ProbeSpec(Generic[S, R]):
             raise TypeError(f"probe {self.name}: settings are {type(settings).__name__}, "
                             f"not {self.settings_model.__name__}")
         return await self.run(target, settings, ctx)
-
-
-def __getattr__(name: str) -> Any:
-    # ProbeSettings and RoundSettings (pydantic) load when a probe's runtime module asks for them
-    if name in ("ProbeSettings", "RoundSettings"):
-        from netprobe.probes import settings
-
-        return getattr(settings, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

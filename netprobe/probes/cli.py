@@ -6,16 +6,10 @@ from __future__ import annotations
 import click
 
 from netprobe.probes import REGISTRY
+from netprobe.textout import Group
 
-
-class _Probes(click.Group):
-    """Lists the probes in the registry's order (click would sort them)."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(self.commands)
-
-
-app = _Probes("probe", no_args_is_help=True, help="Run one probe now and print what it measured.")
+# a textout.Group lists the probes in the registry's order (click would sort them)
+app = Group("probe", no_args_is_help=True, help="Run one probe now and print what it measured.")
 
 for _spec in REGISTRY.values():
     if _spec.cli is not None:

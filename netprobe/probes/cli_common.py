@@ -14,7 +14,7 @@ import asyncio
 import json
 import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import click
@@ -26,17 +26,21 @@ from netprobe.net.pacing import launch_paced
 from netprobe.net.resolve import Resolver, family_name, parse_literal
 from netprobe.net.targets_file import MAX_TARGETS, read_targets
 from netprobe.probes import reflector
-from netprobe.probes.base import ProbeContext, ProbeRun, ProbeSettings, ProbeTarget, RoundSettings
+from netprobe.probes.base import ProbeContext, ProbeRun, ProbeTarget
 from netprobe.probes.render import print_table
 from netprobe.probes.results import ProbeResult
+from netprobe.probes.settings import ProbeSettings, RoundSettings
 from netprobe.textout import TextTable
 
 S = TypeVar("S", bound=ProbeSettings)
 T = TypeVar("T")
 
+FLAGS = {"max_rate": "--rate"}      # the options not named --field-name
 
-def build_settings(model: type[S], options: dict[str, Any], flags: dict[str, str]) -> S:
-    """Validate CLI options through the probe's settings model, so errors read like config errors.
+
+def build_settings(model: type[S], options: dict[str, Any], flags: Mapping[str, str] = FLAGS) -> S:
+    """Validate CLI options through the probe's settings model, so errors read like config errors: a
+    field is named by its option, --field-name unless `flags` names another (max_rate: --rate).
 
     `every` does not apply to a one-off run; it is set just large enough for the round to fit.
     """
@@ -50,7 +54,8 @@ def build_settings(model: type[S], options: dict[str, Any], flags: dict[str, str
         for err in exc.errors():
             field = str(err["loc"][0]) if err["loc"] else ""
             msg = str(err["msg"]).removeprefix("Value error, ")
-            problems.append(f"{flags.get(field, field)}: {msg}" if field else msg)
+            flag = flags.get(field, "--" + field.replace("_", "-"))
+            problems.append(f"{flag}: {msg}" if field else msg)
         raise UsageError("; ".join(problems)) from None
 
 
@@ -128,14 +133,15 @@ async def run_targets(run: ProbeRun[S, ProbeResult], targets: Sequence[ProbeTarg
 
 
 def emit(results: Sequence[ProbeResult], as_json: bool, as_list: bool,
-         table: Callable[[Sequence[ProbeResult]], TextTable]) -> None:
-    """Print results (one JSON object, or a table) and exit 0 if every target is ok, else 1."""
+         table: Callable[[Sequence[ProbeResult]], TextTable] | None) -> None:
+    """Print results (one JSON object, or a table; None: the command drew its own) and exit 0 if every
+    target is ok, else 1."""
     if as_json:
         body: dict[str, Any] = (
             {"results": [r.to_dict() for r in results]} if as_list else results[0].to_dict())
         sys.stdout.write(json.dumps(body) + "\n")
         sys.stdout.flush()
-    else:
+    elif table is not None:
         print_table(table(results), results)
     raise click.exceptions.Exit(0 if all(r.status == "ok" for r in results) else 1)
 
@@ -159,6 +165,3 @@ def round_defaults(model: type[RoundSettings], what: str) -> str:
     d = model()
     return f"Defaults: --count {d.count} {what} {d.interval:g}s apart, --timeout {d.timeout:g}s."
 
-
-FLAGS = {"count": "--count", "interval": "--interval", "timeout": "--timeout", "size": "--size",
-          "max_rate": "--rate"}

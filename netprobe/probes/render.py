@@ -26,13 +26,9 @@ def stat_cells(stats: RttStats | None) -> list[str]:
     return [ms(getattr(stats, name)) for name in STAT_COLUMNS]
 
 
-def status_cell(r: ProbeResult) -> str:
-    return "ok" if r.status == "ok" else r.error_kind or r.status
-
-
 def add_status_row(t: TextTable, r: ProbeResult, *cells: str) -> None:
-    """A row of `cells`, then the result's status, green when ok, else red."""
-    t.add_row(*cells, status_cell(r),
+    """A row of `cells`, then the result's status: ok in green, else its error kind in red."""
+    t.add_row(*cells, "ok" if r.status == "ok" else r.error_kind or r.status,
               cell_styles=[None] * len(cells) + ["green" if r.status == "ok" else "red"])
 
 

@@ -13,7 +13,6 @@ from netprobe.net.resolve import Resolver, parse_literal
 from netprobe.net.targets_file import check_host
 from netprobe.probes.base import ProbeCli, ProbeContext, ProbeTarget
 from netprobe.probes.cli_common import (
-    FLAGS,
     address_family,
     build_settings,
     check_family,
@@ -83,7 +82,7 @@ def command(hosts: tuple[str, ...], file: str | None, count: int | None, interva
 
     names = collect(hosts, file, parse)
     settings = build_settings(IcmpSettings, {"count": count, "interval": interval, "timeout": timeout,
-                                             "size": size, "max_rate": rate}, FLAGS)
+                                             "size": size, "max_rate": rate})
     warn_rate(len(names), settings, "--rate")
     targets = [ProbeTarget(id=h, host=h, family=family) for h in names]
 
@@ -99,4 +98,4 @@ def command(hosts: tuple[str, ...], file: str | None, count: int | None, interva
     emit(results, as_json, len(targets) > 1 or file is not None, table)
 
 
-CLI = ProbeCli(command=command, epilog=round_defaults(IcmpSettings, "echo requests"), table=table)
+CLI = ProbeCli(command=command, epilog=round_defaults(IcmpSettings, "echo requests"))

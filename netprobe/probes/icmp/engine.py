@@ -229,7 +229,7 @@ class IcmpEngine:
         cached = self._payloads.get(size)
         if cached is None:
             payload = packets.make_payload(self._cookie, size)
-            cached = (payload, packets.payload_sum(payload))
+            cached = (payload, packets.ones_sum(payload))  # each packet then adds only its header
             self._payloads[size] = cached
         return cached
 

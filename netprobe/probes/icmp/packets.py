@@ -32,10 +32,6 @@ def ones_sum(data: bytes) -> int:
     return fold(sum(struct.unpack(f"!{len(data) // 2}H", data)))
 
 
-# A constant payload's partial sum, so each packet only adds its header.
-payload_sum = ones_sum
-
-
 def make_payload(cookie: bytes, size: int) -> bytes:
     """`size` bytes starting with the engine's cookie (how foreign replies with our id are told apart)."""
     body = cookie + bytes(i & 0xFF for i in range(max(0, size - len(cookie))))

@@ -9,7 +9,6 @@ from typing import Any
 
 from pydantic import Field
 
-from netprobe.config.durations import Duration
 from netprobe.net.pacing import DEFAULT_MAX_RATE
 from netprobe.probes.base import ProbeContext, ProbeRuntime, ProbeTarget
 from netprobe.probes.results import ProbeResult, RttSummaryJson, record_of
@@ -20,7 +19,6 @@ from netprobe.times import utc_now
 
 class IcmpSettings(RoundSettings):
     count: int = Field(default=20, ge=1, le=10_000, description="echo requests per round")
-    interval: Duration = Field(default=0.5, gt=0, description="time between requests of a round")
     size: int = Field(default=56, ge=16, le=65_000, description="ICMP payload bytes, like ping -s")
     # One cap for the whole agent (or command), not per target: config rejects it in [targets.icmp].
     max_rate: float = Field(default=DEFAULT_MAX_RATE, gt=0, le=1_000_000,

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
-import sys
 from types import TracebackType
 
 import click
@@ -18,6 +16,7 @@ from netprobe.probes.cli_common import (
     address_family,
     build_settings,
     check_family,
+    emit,
     interval_opt,
     json_opt,
     v4_opt,
@@ -53,17 +52,10 @@ def command(host: str, cycles: int | None, interval: str | None, timeout: str | 
         raise UsageError(str(exc)) from None
     settings = build_settings(MtrSettings, {"cycles": cycles, "interval": interval, "timeout": timeout,
                                             "mode": mode, "port": port, "max_hops": max_hops,
-                                            "every": 10**7}, _MTR_FLAGS)
+                                            "every": 10**7})
     result = asyncio.run(_run_mtr(ProbeTarget(id=name, host=name, family=family), settings, asn_db, city_db,
                                   live=not as_json))
-    if as_json:
-        sys.stdout.write(json.dumps(result.to_dict()) + "\n")
-        sys.stdout.flush()
-    raise click.exceptions.Exit(0 if result.status == "ok" else 1)
-
-
-_MTR_FLAGS = {"cycles": "--cycles", "interval": "--interval", "timeout": "--timeout", "mode": "--mode",
-              "port": "--port", "max_hops": "--max-hops"}
+    emit([result], as_json, False, None)     # its table was drawn live, after every cycle
 
 
 async def _run_mtr(target: ProbeTarget, settings: MtrSettings, asn_db: str | None, city_db: str | None,

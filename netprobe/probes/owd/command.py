@@ -12,7 +12,6 @@ from netprobe.net.targets_file import check_host_port
 from netprobe.probes import reflector
 from netprobe.probes.base import ProbeCli, ProbeContext, ProbeTarget, ReflectorAuth
 from netprobe.probes.cli_common import (
-    FLAGS,
     address_family,
     build_settings,
     check_family,
@@ -81,7 +80,7 @@ def command(targets_: tuple[str, ...], file: str | None, count: int | None, inte
         return host.strip("[]"), port
 
     pairs = collect(targets_, file, parse)
-    settings = build_settings(OwdSettings, {"count": count, "interval": interval, "timeout": timeout}, FLAGS)
+    settings = build_settings(OwdSettings, {"count": count, "interval": interval, "timeout": timeout})
     token = reflector.cli_token(token_file)
     targets = [ProbeTarget(id=f"{h}:{p}", host=h, port=p, family=family) for h, p in pairs]
 
@@ -92,4 +91,4 @@ def command(targets_: tuple[str, ...], file: str | None, count: int | None, inte
     emit(asyncio.run(go()), as_json, len(targets) > 1 or file is not None, table)
 
 
-CLI = ProbeCli(command=command, epilog=round_defaults(OwdSettings, "requests"), table=table)
+CLI = ProbeCli(command=command, epilog=round_defaults(OwdSettings, "requests"))

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from netprobe.probes.owd.client import Exchange
 from netprobe.stats import RttStats, loss_pct, percentile, rtt_stats
@@ -48,19 +47,6 @@ class OwdFigures:
     duplicates_fwd: int
     duplicates_ret: int
     samples_ms: tuple[float | None, ...]     # rtt by request, None for lost
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "sent": self.sent, "received": self.received, "loss_pct": round(self.loss_pct, 3),
-            "fwd_loss_pct": round(self.fwd_loss_pct, 3), "ret_loss_pct": round(self.ret_loss_pct, 3),
-            "rtt_ms": self.rtt.to_dict() if self.rtt else None,
-            "fwd_delay_var_ms": self.fwd_delay_var.to_dict() if self.fwd_delay_var else None,
-            "ret_delay_var_ms": self.ret_delay_var.to_dict() if self.ret_delay_var else None,
-            "fwd_ms": None if self.fwd_ms is None else round(self.fwd_ms, 3),
-            "ret_ms": None if self.ret_ms is None else round(self.ret_ms, 3),
-            "fwd_reordered": self.reordered_fwd, "ret_reordered": self.reordered_ret,
-            "fwd_duplicates": self.duplicates_fwd, "ret_duplicates": self.duplicates_ret,
-        }
 
 
 def figures(x: Exchange, clock_sync: bool = False) -> OwdFigures:

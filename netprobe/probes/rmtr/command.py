@@ -4,8 +4,6 @@ the hops are classified here, shown as mtr's table."""
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
 
 import click
 
@@ -17,6 +15,7 @@ from netprobe.probes.base import ProbeCli, ProbeContext, ProbeTarget, ReflectorA
 from netprobe.probes.cli_common import (
     address_family,
     build_settings,
+    emit,
     interval_opt,
     json_opt,
     token_file_opt,
@@ -25,15 +24,7 @@ from netprobe.probes.cli_common import (
 )
 from netprobe.probes.mtr.hop_table import asn_db_opt, city_db_opt, mtr_table, open_geoip
 from netprobe.probes.rmtr.runtime import RmtrResult, RmtrSettings, run
-from netprobe.textout import Out, TextTable, style
-
-_FLAGS = {"cycles": "--cycles", "interval": "--interval", "timeout": "--timeout", "mode": "--mode"}
-
-
-def rmtr_table(r: RmtrResult) -> TextTable:
-    title = (f"rmtr {r.mode}: from the reflector {r.source or r.reflector} back to "
-             f"{r.address or '—'} (this host as it sees it)")
-    return mtr_table(r, title)
+from netprobe.textout import Out, style
 
 
 @click.argument("url", metavar="TARGET_URL")
@@ -62,21 +53,20 @@ def command(url: str, cycles: int | None, interval: str | None, timeout: str | N
         raise UsageError(f"TARGET_URL: {url!r} is not an http:// or https:// URL (the target's reflector, "
                          "e.g. http://hk1.example.net:8473)")
     settings = build_settings(RmtrSettings, {"cycles": cycles, "interval": interval, "timeout": timeout,
-                                             "mode": mode, "every": 10**7}, _FLAGS)
+                                             "mode": mode, "every": 10**7})
     token = reflector.cli_token(token_file)
     host, _ = reflector.host_port(url)
     target = ProbeTarget(id=host or url, host=host or url, url=url, family=family,
                          options={reflector.KEY: url})
     result = asyncio.run(_run(target, settings, token, asn_db, city_db))
-    if as_json:
-        sys.stdout.write(json.dumps(result.to_dict()) + "\n")
-        sys.stdout.flush()
-    else:
+    if not as_json:     # its failure is said of the URL it was given, not of the host (emit's way)
+        title = (f"rmtr {result.mode}: from the reflector {result.source or result.reflector} back to "
+                 f"{result.address or '—'} (this host as it sees it)")
         out = Out()
-        out.table(rmtr_table(result))
+        out.table(mtr_table(result, title))
         if result.status != "ok" and result.error:
             out.print(style(f"{url}:", "red") + f" {result.error}")
-    raise click.exceptions.Exit(0 if result.status == "ok" else 1)
+    emit([result], as_json, False, None)
 
 
 async def _run(target: ProbeTarget, settings: RmtrSettings, token: str, asn_db: str | None,

@@ -41,7 +41,6 @@ class Capture:
     written_ns: int | None = None
     headers_ns: int | None = None
     end_ns: int | None = None
-    reused: bool = False            # always False: one connection per request
     status: int | None = None
     content_type: str | None = None
     content_encoding: str | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -70,13 +71,11 @@ def command(url: str, mode: str | None, timeout: str | None, concurrency: str | 
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     settings = build_settings(SseSettings, {"mode": mode, "timeout": timeout, "api_key_file": api_key_file,
-                                            "model": model, "max_tokens": max_tokens, "every": 10**7},
-                              {"mode": "--mode", "timeout": "--timeout", "model": "--model",
-                               "max_tokens": "--max-tokens", "api_key_file": "--api-key-file"})
+                                            "model": model, "max_tokens": max_tokens, "every": 10**7})
     if levels is not None:
         report = asyncio.run(sweep(url, settings, levels))
         if as_json:
-            sys.stdout.write(json.dumps(report.to_dict()) + "\n")
+            sys.stdout.write(json.dumps(dataclasses.asdict(report)) + "\n")
         else:
             Out().table(sse_sweep_table(report))
         raise click.exceptions.Exit(0 if all(lv.errors == 0 for lv in report.levels) else 1)
@@ -85,4 +84,4 @@ def command(url: str, mode: str | None, timeout: str | None, concurrency: str | 
     emit(results, as_json, False, table)
 
 
-CLI = ProbeCli(command=command, table=table)
+CLI = ProbeCli(command=command)

@@ -9,6 +9,7 @@ import json
 import math
 import os
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,7 +109,7 @@ class SseResult(ProbeResult):
     tokens: dict[str, int] | None = None  # openai: from `usage` when the server sends it
     duration_s: float = 0.0               # request written -> end of stream
     bytes: int = 0
-    reused_connection: bool = False
+    reused_connection: bool = False       # always: one fresh connection per stream (sse.client)
     content_encoding: str | None = None
     content_type: str | None = None
     completed: bool = False
@@ -256,7 +257,7 @@ def _result(target: ProbeTarget, settings: SseSettings, started: Any, t0: float,
         ttfb_ms=cap.ms_after_written(cap.headers_ns), first_event_ms=first, events=len(times),
         comments=comments, gaps_ms=metrics.gap_summary(gaps), stalls=n_stalls, stall_ms_total=stall_total,
         duration_s=(cap.ms_after_written(cap.end_ns) or 0.0) / 1000.0, bytes=cap.bytes,
-        reused_connection=cap.reused, content_encoding=cap.content_encoding, content_type=cap.content_type,
+        content_encoding=cap.content_encoding, content_type=cap.content_type,
         completed=cap.completed and cap.error_kind is None, error_kind=cap.error_kind, error=cap.error,
         duration_ms=(time.monotonic() - t0) * 1000)
     if isinstance(interp, _Emitter) and interp.times_ns:
@@ -283,9 +284,6 @@ class Spread:
     p50: float
     p95: float
 
-    def to_dict(self) -> dict[str, float]:
-        return {"p50": self.p50, "p95": self.p95}
-
 
 @dataclass(frozen=True, slots=True)
 class LoadLevel:
@@ -297,22 +295,14 @@ class LoadLevel:
     errors: int
     error_kinds: dict[str, int] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"concurrency": self.concurrency,
-                "ttft_ms": self.ttft_ms.to_dict() if self.ttft_ms is not None else None,
-                "tpot_ms": self.tpot_ms.to_dict() if self.tpot_ms is not None else None,
-                "errors": self.errors, "error_kinds": dict(self.error_kinds)}
-
 
 @dataclass(frozen=True, slots=True)
 class SweepReport:
+    """A concurrency sweep; its dataclasses.asdict() is `probe sse --concurrency … --json` (docs/api.md)."""
+
     url: str
     mode: str
     levels: tuple[LoadLevel, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        """`probe sse --concurrency … --json` (docs/api.md)."""
-        return {"url": self.url, "mode": self.mode, "levels": [lv.to_dict() for lv in self.levels]}
 
 
 async def sweep(url: str, settings: SseSettings, levels: Sequence[int]) -> SweepReport:
@@ -324,10 +314,7 @@ async def sweep(url: str, settings: SseSettings, levels: Sequence[int]) -> Sweep
         results = await asyncio.gather(*(read_stream(target, settings, key) for _ in range(level)))
         ttft = [r.first_event_ms for r in results if r.first_event_ms is not None and r.status == "ok"]
         tpot = [r.tpot_ms for r in results if r.status == "ok"]
-        errors: dict[str, int] = {}
-        for r in results:
-            if r.status != "ok":
-                errors[r.error_kind or r.status] = errors.get(r.error_kind or r.status, 0) + 1
+        errors = dict(Counter(r.error_kind or r.status for r in results if r.status != "ok"))
         out.append(LoadLevel(concurrency=level, ttft_ms=_p50_p95(ttft),
                              tpot_ms=_p50_p95([v for v in tpot if v is not None]),
                              errors=sum(errors.values()), error_kinds=errors))

@@ -13,7 +13,6 @@ from netprobe.net.socket_cap import SocketCap
 from netprobe.net.targets_file import check_host_port
 from netprobe.probes.base import ProbeCli, ProbeContext, ProbeTarget
 from netprobe.probes.cli_common import (
-    FLAGS,
     address_family,
     build_settings,
     check_family,
@@ -83,8 +82,7 @@ def command(targets_: tuple[str, ...], file: str | None, count: int | None, inte
         return host, port
 
     pairs = collect(targets_, file, parse)
-    settings = build_settings(TcpSettings, {"count": count, "interval": interval, "timeout": timeout},
-                              FLAGS)
+    settings = build_settings(TcpSettings, {"count": count, "interval": interval, "timeout": timeout})
     targets = [ProbeTarget(id=f"{h}:{p}", host=h, port=p, family=family) for h, p in pairs]
 
     async def go() -> list[ProbeResult]:
@@ -95,4 +93,4 @@ def command(targets_: tuple[str, ...], file: str | None, count: int | None, inte
     emit(results, as_json, len(targets) > 1 or file is not None, table)
 
 
-CLI = ProbeCli(command=command, epilog=round_defaults(TcpSettings, "connects"), table=table)
+CLI = ProbeCli(command=command, epilog=round_defaults(TcpSettings, "connects"))

@@ -31,10 +31,10 @@ from netprobe.probes.base import (
     ProbeTarget,
     ReportRole,
     RollupFigure,
-    RoundSettings,
     TargetOption,
 )
 from netprobe.probes.results import ProbeResult
+from netprobe.probes.settings import RoundSettings
 from netprobe.stats import jitter, loss_pct
 from netprobe.store import open_store
 from netprobe.times import timer_slack, utc_now

@@ -89,15 +89,15 @@ async def test_cancelled_round_leaves_nothing_pending() -> None:
 
 def test_checksum_is_valid_ones_complement() -> None:
     payload = packets.make_payload(b"abcdefgh", 56)
-    pkt = packets.echo_request(False, 0x1234, 77, payload, packets.payload_sum(payload))
-    total = packets.payload_sum(pkt)
+    pkt = packets.echo_request(False, 0x1234, 77, payload, packets.ones_sum(payload))
+    total = packets.ones_sum(pkt)
     assert total == 0xFFFF
     assert len(pkt) == 64
 
 
 def test_parse_reply_rejects_other_types_and_short_packets() -> None:
     payload = packets.make_payload(b"abcdefgh", 56)
-    req = packets.echo_request(False, 1, 2, payload, packets.payload_sum(payload))
+    req = packets.echo_request(False, 1, 2, payload, packets.ones_sum(payload))
     assert parse_reply(req, 0, packets.ECHO_REPLY_V4) is None   # a request, not a reply
     reply = bytes([0]) + req[1:]
     assert parse_reply(reply, 0, packets.ECHO_REPLY_V4) == (1, 2, b"abcdefgh")

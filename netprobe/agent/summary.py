@@ -46,9 +46,6 @@ async def print_summary(cfg: Config, since: datetime, db_url: str | None) -> Non
                           _fmt(s["loss_pct"]), _fmt(rtt.p50 if rtt else None), _fmt(rtt.p95 if rtt else None),
                           _fmt(rtt.avg if rtt else None), _fmt(rtt.stdev if rtt else None),
                           _fmt(s["jitter_ms"]))
-        out = Out()
-        if not out.terminal:  # piped or captured: the title wraps at the table's width, not at 80 columns
-            out = Out(width=200)
-        out.table(table)
+        Out().table(table)
     finally:
         await store.close()

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from netprobe.budget.options import connection_options
 from netprobe.errors import UsageError
 
 if TYPE_CHECKING:
@@ -24,11 +25,7 @@ if TYPE_CHECKING:
 @click.option("--db", metavar="URL", help="database (default: the agent's SQLite file)")
 @click.option("--tpot-ms", metavar="N", type=float, help="time-per-output-token target, checked against peak "
               "SSE gaps, stalls and measured TPOT")
-@click.option("--tls", metavar="1.2|1.3", default="1.3", show_default=True,
-              help="TLS version of a new connection")
-@click.option("--keepalive", is_flag=True, help="a warm connection: one round trip")
-@click.option("--calls", metavar="N", type=int, default=1, show_default=True,
-              help="model calls in series per answer (agent workflows)")
+@connection_options
 @click.option("--days", metavar="N", type=int, default=7, show_default=True, help="local days of data")
 @click.option("--window", metavar="START-END", default="20-23", show_default=True,
               help="the peak window, agent-local hours")

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 import click
 
+from netprobe.budget.options import connection_options
 from netprobe.errors import UsageError
 from netprobe.textout import Out
 
@@ -52,11 +53,7 @@ def _extra_body(text: str | None) -> dict[str, Any] | None:
               help="time-to-first-token target, ms")
 @click.option("--tpot-ms", metavar="N", type=float, help="time-per-output-token target, ms (checked against "
               "TPOT, gap P95 and stalls)")
-@click.option("--tls", metavar="1.2|1.3", default="1.3", show_default=True,
-              help="TLS version of a new connection")
-@click.option("--keepalive", is_flag=True, help="a warm connection: one round trip")
-@click.option("--calls", metavar="N", type=int, default=1, show_default=True,
-              help="model calls in series per answer (agent workflows)")
+@connection_options
 @click.option("--db", metavar="URL", help="database with stored peak data (default: the agent's SQLite file, "
               "if there is one)")
 @click.option("--days", metavar="N", type=int, default=7, show_default=True, help="local days of stored data")

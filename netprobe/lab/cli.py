@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import click
@@ -15,7 +14,7 @@ from netprobe.textout import Group, Out, style
 
 app = Group("lab", help="Emulated routes for demos and tests (root).")
 # Piped output (logs, CI): titles and captions wrap at 200 columns rather than 80.
-console = Out(width=None if sys.stdout.isatty() else 200)
+console = Out()
 profile_option = click.option("--profile", default="base", show_default=True,
                               help="base figures, or the routes' peak ones (routes.peak)")
 

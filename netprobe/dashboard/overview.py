@@ -20,8 +20,7 @@ from netprobe.report.columns import NONE, back, detected, ms, pct, share
 from netprobe.report.peak import compute
 from netprobe.report.ranking import RULE, rank_rows
 from netprobe.report.rows import PeakRow
-from netprobe.report.run import slo_request
-from netprobe.report.slo import DEFAULT_SLO_TTFT_MS
+from netprobe.report.slo import DEFAULT_SLO_TTFT_MS, slo_request
 from netprobe.report.windows import DEFAULT_WINDOW, last_window_end, zone_of
 from netprobe.store import fleet
 from netprobe.store.dashboard import firing_alerts

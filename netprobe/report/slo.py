@@ -63,6 +63,11 @@ class SloFigures:
                 "hours": [{"hour": h, "attainment_pct": v} for h, v in enumerate(self.hours)]}
 
 
+def slo_request(ttft_ms: float, drawn: bool) -> SloRequest:
+    """The report's SLO: a new TLS 1.3 connection, one call; `drawn`: per hour and the e2e curve too."""
+    return SloRequest(SloModel(ttft_ms), hours=drawn, curve=drawn)
+
+
 def measured_server(figures: Mapping[str, float | None]) -> Server:
     """The log-normal of openai-mode streams' first-token times (their log moments), or None."""
     ln, ln2 = figures.get(LN_MEAN), figures.get(LN2_MEAN)

@@ -11,10 +11,9 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from operator import attrgetter
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import orjson
 from sqlalchemy import Select, bindparam, delete, select, text, update
@@ -22,7 +21,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import IntegrityError
 
 from netprobe.errors import StorageError
-from netprobe.store import engine, events, migrate, outbox, prefix_read, prefix_sql, reads, routes
+from netprobe.store import engine, events, migrate, outbox, prefix_sql, reads, routes
 from netprobe.store import sketch as sketches
 from netprobe.store.engine import READ_ONLY, AsyncConnection, AsyncEngine, create_engine, mapped_errors
 from netprobe.store.envelopes import Envelope, stored_envelope
@@ -664,15 +663,6 @@ class Store:
     async def clear_prefix(self) -> None:
         async with self._write("clearing the prefix rollups of") as conn:
             await prefix_sql.clear(conn)
-
-    async def local_days(self, agent_id: str, zone: ZoneInfo, first: date, now: datetime,
-                         probes: Sequence[str], targets: Sequence[str] | None = None,
-                         hours_of_day: Mapping[str, Sequence[int]] | None = None) -> prefix_read.Days:
-        """Per (target, probe) of one agent, its sums and extremes by local hour of day over the local
-        days from `first` to `now` (prefix rows where folded, hourly rows after)."""
-        async with self.reading("reading rollups from") as conn:
-            return await prefix_read.local_days(conn, agent_id, zone, first, _aware(now, "now"), probes,
-                                                targets, hours_of_day)
 
     # -- reading ----------------------------------------------------------------------------------
     async def ping(self) -> None:

@@ -10,6 +10,7 @@ agent (SQLite) and a collector ingesting the same envelopes (PostgreSQL) record 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass
@@ -43,12 +44,9 @@ class PathEvent:
     direction: str          # forward | return: the way the path runs (the probe's route_direction)
 
     def to_row(self) -> dict[str, Any]:
-        return {"agent_id": self.agent_id, "target_id": self.target_id, "detected_at": self.detected_at,
-                "kind": self.kind, "direction": self.direction, "old_hash": self.old_hash,
-                "new_hash": self.new_hash,
-                # the column is short; a long custom label is kept whole in details
-                "label": self.label[:_LABEL_MAX] if self.label is not None else None,
-                "details": self.details}
+        # the column is short; a long custom label is kept whole in details
+        label = self.label[:_LABEL_MAX] if self.label is not None else None
+        return {**dataclasses.asdict(self), "label": label}
 
 
 def route_of_envelope(env: Envelope) -> Route | None:

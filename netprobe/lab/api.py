@@ -10,7 +10,7 @@ from pathlib import Path
 from netprobe.errors import LabError, SetupError
 from netprobe.lab import addressing as addr
 from netprobe.lab import relay_config, relay_process, topology
-from netprobe.lab.relay_config import RELAY_APPLIED, RelayConfig, RelayRoute, read_config, write_config
+from netprobe.lab.relay_config import RELAY_APPLIED, RelayConfig, read_config, write_config
 from netprobe.lab.spec import LabSpec, load_spec
 from netprobe.lab.state import STATE_DIR, STATE_FILE, LabState, RouteInfo, read_state, write_state
 
@@ -62,16 +62,6 @@ def route_infos(spec: LabSpec) -> list[RouteInfo]:
     return out
 
 
-def _relay_config(routes: list[RouteInfo], seed: int | None, generation: int) -> RelayConfig:
-    return RelayConfig(generation=generation, seed=seed, routes=[
-        RelayRoute(k=r.index, id=r.id, isp_ns=addr.ISP_NS, dc_ns=r.namespace,
-                   tun_isp=addr.tun_names(r.index)[0], tun_dc=addr.tun_names(r.index)[1],
-                   forward=r.forward, reverse=r.reverse, hops=r.hops, hops6=r.hops6,
-                   hop_loss_pct=r.hop_loss_pct, return_hops=r.return_hops, return_hops6=r.return_hops6 or [],
-                   return_hop_loss_pct=r.return_hop_loss_pct, tcp_ports=r.tcp_ports)
-        for r in routes])
-
-
 def current() -> LabState | None:
     """The running lab, or None. (A lab whose relay died is still returned: see relay_alive().)"""
     try:
@@ -96,7 +86,7 @@ def up(spec_path: Path, replace: bool = False, profile: str = "base") -> LabStat
     pid = ticks = 0
     try:
         topology.build_base(routes)
-        write_config(STATE_DIR, _relay_config(routes, spec.lab.seed, generation=1))
+        write_config(STATE_DIR, RelayConfig(generation=1, seed=spec.lab.seed, routes=routes))
         pid, ticks = relay_process.start(STATE_DIR)
         topology.wire_routes(routes)
         topology.write_name_files(routes)
@@ -129,10 +119,6 @@ def down() -> None:
         raise LabError("lab down left something behind: " + "; ".join(problems))
 
 
-def _topology_key(routes: list[RouteInfo]) -> list[tuple[str, str, tuple[int, ...]]]:
-    return [(r.id, r.datacenter, tuple(r.tcp_ports)) for r in routes]
-
-
 def set_impairments(spec_path: Path, profile: str = "base") -> LabState:
     """Change delay/jitter/loss/hops/return hops of the running lab in place (no state is dropped)."""
     _require_root()
@@ -142,11 +128,11 @@ def set_impairments(spec_path: Path, profile: str = "base") -> LabState:
         raise LabError("no lab is up; run `netprobe lab up SPEC` first")
     routes = route_infos(spec)
     old = sorted(state.routes.values(), key=lambda r: r.index)
-    if _topology_key(routes) != _topology_key(old):
+    if [r.topology() for r in routes] != [r.topology() for r in old]:
         raise LabError("lab set changes only impairments (delay, jitter, loss, hops); this spec changes "
                        "routes, datacenters or tcp_ports: run `netprobe lab up SPEC --replace`")
     generation = max(state.generation, read_config(STATE_DIR).generation) + 1
-    write_config(STATE_DIR, _relay_config(routes, spec.lab.seed, generation))
+    write_config(STATE_DIR, RelayConfig(generation=generation, seed=spec.lab.seed, routes=routes))
     relay_process.reload(STATE_DIR, state.relay_pid, state.relay_start_ticks, generation)
     if [r.hostname for r in routes] != [r.hostname for r in old]:
         topology.write_name_files(routes)

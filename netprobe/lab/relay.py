@@ -23,9 +23,11 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from netprobe.lab import addressing as addr
 from netprobe.lab import icmp_errors
-from netprobe.lab.relay_config import RELAY_APPLIED, RelayConfig, RelayRoute, read_config
+from netprobe.lab.relay_config import RELAY_APPLIED, RelayConfig, read_config
 from netprobe.lab.spec import Impairment
+from netprobe.lab.state import RouteInfo
 from netprobe.lab.tun import open_listeners, open_tun
 from netprobe.times import set_timer_slack
 
@@ -77,14 +79,14 @@ class Route:
         self.forward = Direction(dc_fd)
         self.reverse = Direction(isp_fd)
 
-    def configure(self, spec: RelayRoute) -> None:
+    def configure(self, spec: RouteInfo) -> None:
         self.forward.configure(spec.forward)
         self.reverse.configure(spec.reverse)
         self.forward.set_hops(spec.hops, spec.hops6, spec.hop_loss_pct)
         if spec.return_hops is None:
             self.reverse.set_hops([], [], [], silent=len(spec.hops))
         else:
-            self.reverse.set_hops(spec.return_hops, spec.return_hops6, spec.return_hop_loss_pct)
+            self.reverse.set_hops(spec.return_hops, spec.return_hops6 or [], spec.return_hop_loss_pct)
 
 
 class Relay:
@@ -107,15 +109,16 @@ class Relay:
 
     def open(self) -> None:
         for spec in self.config.routes:
-            isp_fd = open_tun(spec.isp_ns, spec.tun_isp)
-            dc_fd = open_tun(spec.dc_ns, spec.tun_dc)
+            tun_isp, tun_dc = addr.tun_names(spec.index)
+            isp_fd = open_tun(addr.ISP_NS, tun_isp)
+            dc_fd = open_tun(spec.namespace, tun_dc)
             route = Route(isp_fd, dc_fd)
             route.configure(spec)
             self.routes[spec.id] = route
             self.readers[isp_fd] = (route, True)
             self.readers[dc_fd] = (route, False)
             for port in spec.tcp_ports:
-                for sock in open_listeners(spec.dc_ns, spec.tun_dc, port):
+                for sock in open_listeners(spec.namespace, tun_dc, port):
                     self.listeners[sock.fileno()] = sock
 
     def reload(self) -> None:

@@ -85,15 +85,18 @@ class RouteSpec(BaseModel):
             raise ValueError("ports must be unique")
         return ports
 
-    @field_validator("hops", "return_hops")
+    @field_validator("hops", "return_hops", "hops6", "return_hops6")
     @classmethod
-    def _ipv4_hops(cls, hops: list[str] | None, info: ValidationInfo) -> list[str] | None:
-        return _addresses(hops, str(info.field_name), ipaddress.IPv4Address)
-
-    @field_validator("hops6", "return_hops6")
-    @classmethod
-    def _ipv6_hops(cls, hops: list[str] | None, info: ValidationInfo) -> list[str] | None:
-        return _addresses(hops, str(info.field_name), ipaddress.IPv6Address)
+    def _addresses(cls, hops: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        name = str(info.field_name)
+        kind = ipaddress.IPv6Address if name.endswith("6") else ipaddress.IPv4Address
+        for i, hop in enumerate(hops or []):
+            try:
+                kind(hop)
+            except ValueError:
+                family = "IPv6" if kind is ipaddress.IPv6Address else "IPv4"
+                raise ValueError(f"{name}[{i}]: {hop!r} is not an {family} address") from None
+        return hops
 
     @model_validator(mode="after")
     def _consistent(self) -> RouteSpec:
@@ -140,17 +143,6 @@ class RouteSpec(BaseModel):
 def _half_rtt(rtt_ms: float | None) -> Impairment:
     """One direction of the rtt_ms shorthand: half the round trip as delay, nothing else."""
     return Impairment(delay_ms=(rtt_ms or 0.0) / 2)
-
-
-def _addresses(hops: list[str] | None, name: str,
-               kind: type[ipaddress.IPv4Address | ipaddress.IPv6Address]) -> list[str] | None:
-    for i, hop in enumerate(hops or []):
-        try:
-            kind(hop)
-        except ValueError:
-            family = "IPv4" if kind is ipaddress.IPv4Address else "IPv6"
-            raise ValueError(f"{name}[{i}]: {hop!r} is not an {family} address") from None
-    return hops
 
 
 def _same_length(name: str, values: list[Any] | None, base_name: str, base: list[str]) -> None:

@@ -41,6 +41,11 @@ class RouteInfo(BaseModel):
     return_hops6: list[str] | None = None
     return_hop_loss_pct: list[float] = Field(default_factory=list)
 
+    def topology(self) -> tuple[object, ...]:
+        """What neither the relay (it owns the TUNs and listeners built from these) nor `lab set` can
+        change while the lab runs."""
+        return (self.index, self.id, self.namespace, tuple(self.tcp_ports))
+
     def ipv4_hosts(self, n: int) -> list[str]:
         """The first n addresses of the block (198.19.4k.1 …), e.g. 1,000 benchmark targets."""
         return [addr.host_v4(self.index, i) for i in range(1, n + 1)]

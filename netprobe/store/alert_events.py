@@ -8,7 +8,7 @@ history holds the route problems it took part in."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Literal
 
@@ -46,23 +46,19 @@ class AlertEvent:
     id: int | None = None
 
 
+_FIELDS = tuple(f.name for f in fields(AlertEvent))     # each one's column, of the same name
+
+
 def _row(e: AlertEvent) -> dict[str, Any]:
-    return {"rule": e.rule, "agent_id": e.agent_id, "target_id": e.target_id, "datacenter": e.datacenter,
-            "line": e.line, "metric": e.metric, "value": e.value, "threshold": e.threshold, "state": e.state,
-            "local": e.local, "scope": e.scope, "scope_value": e.scope_value, "quorum": e.quorum,
-            "agents": list(e.agents) if e.agents else None, "started_at": e.started_at, "at": e.at,
-            "details": dict(e.details) or None}
+    row = {name: getattr(e, name) for name in _FIELDS if name != "id"}
+    return {**row, "agents": list(e.agents) or None, "details": dict(e.details) or None}
 
 
 def _event(r: Mapping[Any, Any]) -> AlertEvent:
     agents, details = r["agents"], r["details"]
-    return AlertEvent(rule=r["rule"], agent_id=r["agent_id"], target_id=r["target_id"], metric=r["metric"],
-                      value=r["value"], threshold=r["threshold"], state=r["state"], at=r["at"],
-                      datacenter=r["datacenter"], line=r["line"], local=bool(r["local"]), scope=r["scope"],
-                      scope_value=r["scope_value"], quorum=r["quorum"],
-                      agents=tuple(str(a) for a in agents) if isinstance(agents, list) else (),
-                      started_at=r["started_at"], details=details if isinstance(details, dict) else {},
-                      id=r["id"])
+    return AlertEvent(**{**{name: r[name] for name in _FIELDS}, "local": bool(r["local"]),
+                         "agents": tuple(str(a) for a in agents) if isinstance(agents, list) else (),
+                         "details": details if isinstance(details, dict) else {}})
 
 
 async def insert(conn: AsyncConnection, events: Sequence[AlertEvent]) -> None:

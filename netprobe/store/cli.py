@@ -51,12 +51,9 @@ async def _upgrade(db: str | None) -> None:
     from netprobe.store.migrate import head_revision
     from netprobe.store.store import open_store
 
-    store = await open_store(db)
-    try:
+    async with await open_store(db) as store:
         revision = await store.revision()
         folded = await store.fold_rollups()      # backfills the prefix rollups of an existing database
-    finally:
-        await store.close()
     head = " (head)" if revision == head_revision() else ""
     click.echo(f"{store.url}: at revision {revision}{head}")
     if folded.rows:
@@ -73,12 +70,9 @@ def rebuild_rollups(db: str | None) -> None:
 async def _rebuild(db: str | None) -> None:
     from netprobe.store.store import open_store
 
-    store = await open_store(db)
-    try:
+    async with await open_store(db) as store:
         await store.clear_prefix()
         folded = await store.fold_rollups()
-    finally:
-        await store.close()
     click.echo(f"{store.url}: {folded.rows} prefix rows for {folded.series} series"
                + (f"; not folded (sketch of another accuracy): {', '.join(folded.skipped)}"
                   if folded.skipped else ""))

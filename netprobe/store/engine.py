@@ -84,10 +84,6 @@ class AsyncConnection:
         self._engine = engine       # what runs its calls: the engine (greenlets) or a SQLite worker
 
     @property
-    def sync_connection(self) -> Connection:
-        return self._sync
-
-    @property
     def dialect(self) -> Dialect:
         return self._sync.dialect
 
@@ -174,10 +170,6 @@ class AsyncEngine:
     def dialect(self) -> Dialect:
         return self.sync_engine.dialect
 
-    @property
-    def url(self) -> URL:
-        return self.sync_engine.url
-
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[AsyncConnection]:
         sync = await self.call(self.sync_engine.connect)
@@ -190,7 +182,7 @@ class AsyncEngine:
     async def begin(self) -> AsyncIterator[AsyncConnection]:
         """A connection in a transaction: committed when the block ends, rolled back if it raises."""
         async with self.connect() as conn:
-            trans = await self.call(conn.sync_connection.begin)
+            trans = await self.call(conn._sync.begin)
             trans.__enter__()
             try:
                 yield conn

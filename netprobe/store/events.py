@@ -11,8 +11,8 @@ agent (SQLite) and a collector ingesting the same envelopes (PostgreSQL) record 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence, Set
-from dataclasses import dataclass
+from collections.abc import Sequence, Set
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -43,12 +43,9 @@ class PathEvent:
     direction: str          # forward | return: the way the path runs (the probe's route_direction)
 
     def to_row(self) -> dict[str, Any]:
-        return {"agent_id": self.agent_id, "target_id": self.target_id, "detected_at": self.detected_at,
-                "kind": self.kind, "direction": self.direction, "old_hash": self.old_hash,
-                "new_hash": self.new_hash,
-                # the column is short; a long custom label is kept whole in details
-                "label": self.label[:_LABEL_MAX] if self.label is not None else None,
-                "details": self.details}
+        # the column is short; a long custom label is kept whole in details
+        label = self.label[:_LABEL_MAX] if self.label is not None else None
+        return {**asdict(self), "label": label}
 
 
 def route_of_envelope(env: Envelope) -> Route | None:
@@ -85,18 +82,6 @@ def compare(previous: Route | None, current: Route, agent_id: str, target_id: st
             agent_id, target_id, current.started_at, spec.mismatch_kind, old_hash, current.hash,
             current.label, {"declared": current.declared, "detected": current.label, "asns": current.asns,
                             "hash": current.hash, "result_id": current.result_id}, direction))
-    return events
-
-
-def detect(previous: Route | None, routes: Iterable[Route], new_ids: Set[str], agent_id: str,
-           target_id: str) -> list[PathEvent]:
-    """Walk one agent × target × probe's usable routes in time order, starting after `previous`; only the
-    routes in `new_ids` emit events, the others (already stored) serve as what came before."""
-    events = []
-    for route in sorted(routes, key=lambda r: r.order):
-        if route.result_id in new_ids:
-            events.extend(compare(previous, route, agent_id, target_id))
-        previous = route
     return events
 
 
@@ -232,7 +217,12 @@ async def record_new(conn: AsyncConnection, new: Sequence[Envelope]) -> int:
     for i, (key, routes) in enumerate(pairs):
         previous, stored = await stored_routes(conn, key, routes[0].order, routes[-1].order, new_mtr[key],
                                                firsts[i] if firsts is not None else None)
-        events += detect(previous, [*stored, *routes], new_ids, key[0], key[1])
+        # the routes in time order, after `previous`: only the new ones emit events, the others
+        # (already stored) serve as what came before
+        for route in sorted([*stored, *routes], key=lambda r: r.order):
+            if route.result_id in new_ids:
+                events += compare(previous, route, key[0], key[1])
+            previous = route
     # stable: one agent × target × probe's events keep the walk's order (by result, then kind)
     events.sort(key=lambda e: (e.detected_at, e.agent_id, e.target_id))
     if events:

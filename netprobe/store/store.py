@@ -11,10 +11,9 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from operator import attrgetter
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import orjson
 from sqlalchemy import Select, bindparam, delete, select, text, update
@@ -22,7 +21,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import IntegrityError
 
 from netprobe.errors import StorageError
-from netprobe.store import engine, events, migrate, outbox, prefix_read, prefix_sql, reads, routes
+from netprobe.store import engine, events, migrate, outbox, prefix_sql, reads, routes
 from netprobe.store import sketch as sketches
 from netprobe.store.engine import READ_ONLY, AsyncConnection, AsyncEngine, create_engine, mapped_errors
 from netprobe.store.envelopes import Envelope, stored_envelope
@@ -155,12 +154,7 @@ def _hour_values(delta: Delta) -> tuple[Any, ...]:
     return (*_COUNTERS(delta[0]), *_texts(delta))
 
 
-# The columns of _hour_line, in its order (the same set as _ROLLUP_COLS)
-_COPY_HOUR_COLS = ("agent_id", "target_id", "probe", "hour", "rounds", "error_rounds", "sent", "received",
-                   "duplicates", "loss_pct_sum", "loss_rounds", "rtt_min", "rtt_max", "rtt_sum", "rtt_count",
-                   "jitter_sum", "jitter_count", "sketch", "extras", "updated_at")
-assert sorted(_COPY_HOUR_COLS) == sorted(_ROLLUP_COLS)
-_PG_COPY_HOURS = f"COPY rollups_hourly ({', '.join(_COPY_HOUR_COLS)}) FROM STDIN"
+_PG_COPY_HOURS = f"COPY rollups_hourly ({', '.join(_ROLLUP_COLS)}) FROM STDIN"
 _INT64 = 1 << 63
 _NULL = "\\N"     # COPY's NULL
 
@@ -168,19 +162,12 @@ _NULL = "\\N"     # COPY's NULL
 def _hour_line(key: HourKey, delta: Delta, hour: str, updated: str) -> str | None:
     """A new hour row holding `delta` alone as a line of COPY's text format (`hour`: the key's hour,
     formatted); None when a count is past 64 bits (the statements' path then says what is wrong)."""
-    a, t, p, _ = key
-    r = delta[0]
-    if not all(-_INT64 <= v < _INT64 for v in (r.rounds, r.error_rounds, r.sent, r.received, r.duplicates,
-                                                r.loss_rounds, r.rtt_count, r.jitter_count)):
+    values = _hour_values(delta)
+    if not all(-_INT64 <= v < _INT64 for v in values if type(v) is int):
         return None
-    sketch, extras = _texts(delta)
-    lo = _NULL if r.rtt_min is None else repr(r.rtt_min)
-    hi = _NULL if r.rtt_max is None else repr(r.rtt_max)
-    sk = _NULL if sketch is None else _copy_text(sketch)
-    ex = _NULL if extras is None else _copy_text(extras)
-    return (f"{_copy_text(a)}\t{_copy_text(t)}\t{_copy_text(p)}\t{hour}\t{r.rounds}\t{r.error_rounds}\t"
-            f"{r.sent}\t{r.received}\t{r.duplicates}\t{r.loss_pct_sum!r}\t{r.loss_rounds}\t{lo}\t{hi}\t"
-            f"{r.rtt_sum!r}\t{r.rtt_count}\t{r.jitter_sum!r}\t{r.jitter_count}\t{sk}\t{ex}\t{updated}\n")
+    a, t, p, _ = key
+    fields = "\t".join([_NULL if v is None else _copy_text(v) if type(v) is str else repr(v) for v in values])
+    return f"{_copy_text(a)}\t{_copy_text(t)}\t{_copy_text(p)}\t{hour}\t{fields}\t{updated}\n"
 
 
 def _finite(delta: Delta) -> bool:
@@ -664,15 +651,6 @@ class Store:
     async def clear_prefix(self) -> None:
         async with self._write("clearing the prefix rollups of") as conn:
             await prefix_sql.clear(conn)
-
-    async def local_days(self, agent_id: str, zone: ZoneInfo, first: date, now: datetime,
-                         probes: Sequence[str], targets: Sequence[str] | None = None,
-                         hours_of_day: Mapping[str, Sequence[int]] | None = None) -> prefix_read.Days:
-        """Per (target, probe) of one agent, its sums and extremes by local hour of day over the local
-        days from `first` to `now` (prefix rows where folded, hourly rows after)."""
-        async with self.reading("reading rollups from") as conn:
-            return await prefix_read.local_days(conn, agent_id, zone, first, _aware(now, "now"), probes,
-                                                targets, hours_of_day)
 
     # -- reading ----------------------------------------------------------------------------------
     async def ping(self) -> None:

@@ -153,19 +153,15 @@ def _typeddict_model(td: Any) -> type[BaseModel]:
     return _fields_model(td.__name__, fields)
 
 
+# not functools.cache: mypy takes a dataclass type for unhashable (its instances are)
 _MODELS: dict[type[ProbeResult], type[BaseModel]] = {}
 
 
 def result_model(cls: type[ProbeResult]) -> type[BaseModel]:
     """The strict model of `cls`'s to_dict(): its fields, with the changes its json_layout() lists. A
     field with a default may be absent (as older agents wrote fewer); the others are required."""
-    model = _MODELS.get(cls)
-    if model is None:
-        model = _MODELS[cls] = _result_model(cls)
-    return model
-
-
-def _result_model(cls: type[ProbeResult]) -> type[BaseModel]:
+    if cls in _MODELS:
+        return _MODELS[cls]
     layout = cls.json_layout()
     fields: dict[str, tuple[Any, Any]] = {}
     for f in dataclasses.fields(cls):
@@ -183,7 +179,8 @@ def _result_model(cls: type[ProbeResult]) -> type[BaseModel]:
         if tp is not None:
             fields[key] = (wire_type(tp, key, cls.__name__), None)
     fields["atlas"] = (AtlasSource | None, None)
-    return _fields_model(f"{cls.__name__}Json", fields)
+    model = _MODELS[cls] = _fields_model(f"{cls.__name__}Json", fields)
+    return model
 
 
 class AtlasSource(BaseModel):

@@ -330,9 +330,3 @@ def _response(status: int, reason: bytes, body: bytes, extra: bytes = b"", *,
             % (status, reason, content_type, len(body), extra))
     return head if head_only else head + body
 
-
-async def serve(metrics: Metrics, host: str, port: int) -> Exporter:
-    """GET /metrics on host:port; the caller cleans the exporter up on shutdown."""
-    exporter = Exporter(metrics)
-    await exporter.start(host, port)
-    return exporter

@@ -220,7 +220,7 @@ async def test_exporter_http() -> None:
     import asyncio
     import socket
 
-    from netprobe.agent.metrics import serve
+    from netprobe.agent.metrics import Exporter
 
     metrics = Metrics()
     target = SimpleNamespace(id="t1", datacenter="hk", line="cn2")
@@ -230,7 +230,8 @@ async def test_exporter_http() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    exporter = await serve(metrics, "127.0.0.1", port)
+    exporter = Exporter(metrics)
+    await exporter.start("127.0.0.1", port)
     try:
         ok = await _ask(port, b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n")
         head, _, body = ok.partition(b"\r\n\r\n")

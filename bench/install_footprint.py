@@ -47,7 +47,7 @@ MB = 1024 * 1024
 # What every venv has, whatever is installed into it: not netprobe's footprint.
 VENV_OWN = ("pip", "setuptools", "pkg_resources", "_distutils_hack")
 VENV_OWN_FILES = ("distutils-precedence.pth",)
-AGENT_IMPORT = "import netprobe.agent.run, netprobe.agent.daemon"
+AGENT_IMPORT = "import netprobe.agent.cli, netprobe.agent.daemon"
 
 AGENT_TOML = """\
 [agent]

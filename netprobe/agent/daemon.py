@@ -229,15 +229,16 @@ class Agent:
         address = self.config.metrics.address()
         if address is None:
             return None, None
-        from netprobe.agent.metrics import Metrics, serve
+        from netprobe.agent.metrics import Exporter, Metrics
 
         metrics = Metrics(pipeline.stats, uplink_stats=(lambda: uplink.stats) if uplink is not None else None)
         if alerts is not None:
             from netprobe.alerts.metrics import alert_families
 
             metrics.add(functools.partial(alert_families, alerts))
+        exporter = Exporter(metrics)
         try:
-            exporter = await serve(metrics, *address)
+            await exporter.start(*address)
         except OSError as exc:
             raise SetupError(f"metrics.listen {self.config.metrics.listen}: {exc.strerror or exc}") from None
         log_event(log, "info", "metrics exporter listening",

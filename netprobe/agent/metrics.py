@@ -13,16 +13,13 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from netprobe.probes.base import ProbeTarget
 from netprobe.sinks.metrics import Family, SinkStats, sink_families
 from netprobe.store.envelopes import Envelope
 from netprobe.store.events import route_of_envelope
-
-if TYPE_CHECKING:
-    from prometheus_client.registry import Collector, CollectorRegistry
 
 # prometheus_client's CONTENT_TYPE_LATEST (0.26): the text exposition format
 CONTENT_TYPE = "text/plain; version=1.0.0; charset=utf-8"
@@ -77,8 +74,7 @@ def _render(out: list[str], family: Family) -> None:
     doc = doc.replace("\\", r"\\").replace("\n", r"\n")
     out.append(f"# HELP {name} {doc}\n# TYPE {name} {kind}\n")
     for labels, value in samples:
-        lab = _labels(labelnames, tuple(str(v) for v in labels)) if labelnames else ""
-        out.append(f"{name}{lab} {_go(value)}\n")
+        out.append(f"{name}{_labels(labelnames, tuple(str(v) for v in labels))} {_go(value)}\n")
 
 
 def _escape(value: str) -> str:
@@ -87,7 +83,9 @@ def _escape(value: str) -> str:
 
 
 def _labels(names: tuple[str, ...], values: tuple[str, ...]) -> str:
-    """`{a="…",b="…"}`, sorted by name as prometheus_client's text exposition sorts them."""
+    """`{a="…",b="…"}`, sorted by name as prometheus_client's text exposition sorts them ("": none)."""
+    if not names:
+        return ""
     return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(zip(names, values, strict=True))) + "}"
 
 
@@ -114,7 +112,7 @@ class _Family:
         self.header = f"# HELP {self.sample} {self.doc}\n# TYPE {self.sample} {kind}\n"
 
 
-class _Scalars(_Family):
+class Scalars(_Family):
     """A gauge's series (set) or a counter's (inc), each with its `_created` line (written for counters)."""
 
     def __init__(self, name: str, doc: str, kind: str, labelnames: tuple[str, ...]) -> None:
@@ -156,7 +154,7 @@ class _Histogram:
         self.sum = 0.0
 
 
-class _Histograms(_Family):
+class Histograms(_Family):
     def __init__(self, name: str, doc: str, labelnames: tuple[str, ...], buckets: tuple[float, ...]) -> None:
         super().__init__(name, doc, "histogram", labelnames)
         self.bounds = (*(float(b) for b in buckets), math.inf)
@@ -193,13 +191,24 @@ class _Histograms(_Family):
             out.extend(h.created for h in self.series.values())
 
 
+def exposition(kept: Iterable[Histograms | Scalars], read: Iterable[Callable[[], list[Family]]]) -> bytes:
+    """The text of /metrics: the families kept, then those read now (the agent's and the collector's)."""
+    out: list[str] = []
+    created = _created_enabled()
+    for family in kept:
+        family.render(out, created)
+    for families in read:
+        for fixed in families():
+            _render(out, fixed)
+    return "".join(out).encode()
+
+
 class Metrics:
     """Every family is written here in prometheus_client's text exposition format, byte for byte
     (tests/unit/agent/test_metrics.py compares the two), without prometheus_client, which the daemon
     would otherwise keep in memory (30 modules, with http.server and wsgiref). The
-    per-target families (_Histograms, _Scalars) are kept here, the sinks', the
-    uplink's and those added with add() (the alerts') are read when scraped. Collectors added with
-    register() are prometheus_client's, written last."""
+    per-target families (Histograms, Scalars) are kept here, the sinks', the
+    uplink's and those added with add() (the alerts') are read when scraped."""
 
     def __init__(self, sink_stats: SinkStats | None = None,
                  uplink_stats: Callable[[], Any] | None = None) -> None:
@@ -208,36 +217,27 @@ class Metrics:
             self._read.append(lambda: sink_families(sink_stats(), "netprobe_"))
         if uplink_stats is not None:
             self._read.append(lambda: _uplink_families(uplink_stats()))
-        self._registry: CollectorRegistry | None = None
-        self.rtt = _Histograms("netprobe_rtt_seconds", "Round-trip times of every answered request "
-                               "(icmp, tcp connect, mtr destination) and sse first-event times", LABELS,
-                               RTT_BUCKETS)
-        self.loss = _Scalars("netprobe_loss_ratio", "Loss of the last round, 0-1 (mtr: path loss)", "gauge",
-                             LABELS)
-        self.jitter = _Scalars("netprobe_jitter_seconds", "Jitter of the last round (mean |ΔRTT|)", "gauge",
-                               LABELS)
-        self.rounds = _Scalars("netprobe_rounds", "Probe rounds by status", "counter", (*LABELS, "status"))
-        self.errors = _Scalars("netprobe_probe_errors", "Failed rounds by error kind", "counter",
-                               (*LABELS, "kind"))
-        self.last = _Scalars("netprobe_last_round_timestamp_seconds", "Unix time the last round started",
-                             "gauge", LABELS)
-        self.path_changes = _Scalars("netprobe_path_changes", "Traced paths (hop sequence) that differ "
-                                     "from the round before (mtr: forward, rmtr: return)", "counter", LABELS)
+        self.rtt = Histograms("netprobe_rtt_seconds", "Round-trip times of every answered request "
+                              "(icmp, tcp connect, mtr destination) and sse first-event times", LABELS,
+                              RTT_BUCKETS)
+        self.loss = Scalars("netprobe_loss_ratio", "Loss of the last round, 0-1 (mtr: path loss)", "gauge",
+                            LABELS)
+        self.jitter = Scalars("netprobe_jitter_seconds", "Jitter of the last round (mean |ΔRTT|)", "gauge",
+                              LABELS)
+        self.rounds = Scalars("netprobe_rounds", "Probe rounds by status", "counter", (*LABELS, "status"))
+        self.errors = Scalars("netprobe_probe_errors", "Failed rounds by error kind", "counter",
+                              (*LABELS, "kind"))
+        self.last = Scalars("netprobe_last_round_timestamp_seconds", "Unix time the last round started",
+                            "gauge", LABELS)
+        self.path_changes = Scalars("netprobe_path_changes", "Traced paths (hop sequence) that differ "
+                                    "from the round before (mtr: forward, rmtr: return)", "counter", LABELS)
         self._paths: dict[tuple[str, ...], str] = {}      # labels → the last round's path hash
-        self._families: tuple[_Histograms | _Scalars, ...] = (
+        self._families: tuple[Histograms | Scalars, ...] = (
             self.rtt, self.loss, self.jitter, self.rounds, self.errors, self.last, self.path_changes)
 
     def add(self, read: Callable[[], list[Family]]) -> None:
         """Families read when scraped, written after the uplink's."""
         self._read.append(read)
-
-    def register(self, collector: Collector) -> None:
-        """A prometheus_client collector, written after the agent's own families."""
-        if self._registry is None:
-            from prometheus_client import CollectorRegistry
-
-            self._registry = CollectorRegistry()
-        self._registry.register(collector)
 
     def observe(self, target: ProbeTarget, env: Envelope) -> None:
         """One round of this agent's (the envelope it stores and uploads)."""
@@ -261,19 +261,7 @@ class Metrics:
             self.path_changes.inc(labels, 0.0 if before in (None, route.hash) else 1.0)
 
     def text(self) -> bytes:
-        out: list[str] = []
-        created = _created_enabled()
-        for family in self._families:
-            family.render(out, created)
-        for read in self._read:
-            for fixed in read():
-                _render(out, fixed)
-        text = "".join(out).encode()
-        if self._registry is not None:
-            from prometheus_client import generate_latest
-
-            text += generate_latest(self._registry)
-        return text
+        return exposition(self._families, self._read)
 
 
 class Exporter:
@@ -342,9 +330,3 @@ def _response(status: int, reason: bytes, body: bytes, extra: bytes = b"", *,
             % (status, reason, content_type, len(body), extra))
     return head if head_only else head + body
 
-
-async def serve(metrics: Metrics, host: str, port: int) -> Exporter:
-    """GET /metrics on host:port; the caller cleans the exporter up on shutdown."""
-    exporter = Exporter(metrics)
-    await exporter.start(host, port)
-    return exporter

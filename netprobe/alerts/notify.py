@@ -43,7 +43,6 @@ class Outcome:
 
 @dataclass(slots=True)
 class NotifierStats:
-    queued: int = 0       # waiting now
     sent: int = 0         # delivered (2xx, and the bot's own code 0)
     failed: int = 0       # given up after every attempt
     retries: int = 0      # failed attempts that were retried
@@ -79,7 +78,6 @@ class Notifier:
             log_event(log, "error", "notification queue full: oldest dropped", notifier=self.name,
                       dropped=self.stats.dropped)
         self.queue.append(n)
-        self.stats.queued = len(self.queue)
         self.wake.set()
 
     async def attempt(self, session: aiohttp.ClientSession, n: Notification) -> Outcome:
@@ -176,7 +174,7 @@ class Dispatcher:
 
     def stats(self) -> dict[str, dict[str, int]]:
         """Per notifier: queued, sent, failed, retries, dropped (for /metrics)."""
-        return {name: asdict(n.stats) for name, n in self.notifiers.items()}
+        return {name: {"queued": len(n.queue), **asdict(n.stats)} for name, n in self.notifiers.items()}
 
     async def _sender(self, notifier: Notifier) -> None:
         assert self._session is not None
@@ -194,7 +192,6 @@ class Dispatcher:
                 outcome = Outcome(False, f"{type(exc).__name__}: {exc}")
             if notifier.queue and notifier.queue[0] is n:
                 notifier.queue.popleft()
-            notifier.stats.queued = len(notifier.queue)
             if outcome.ok:
                 notifier.stats.sent += 1
                 log_event(log, "info", "notification sent", notifier=notifier.name, alert=n.id, state=n.state,

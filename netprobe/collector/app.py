@@ -12,8 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST
 
+from netprobe.agent.metrics import CONTENT_TYPE
 from netprobe.collector.body import CHUNK, Rejected, content_encoding, parse_json, read_capped
 from netprobe.collector.metrics import CollectorMetrics
 from netprobe.collector.tokens import Tokens
@@ -123,8 +123,7 @@ async def _handle_results(ingest: Ingest, request: web.Request) -> web.Response:
     except Exception as exc:
         log.exception("ingest failed (agent %s): %r", agent, exc)
         response = web.json_response({"error": "internal error"}, status=500)
-    ingest.metrics.requests.labels(str(response.status)).inc()
-    ingest.metrics.latency.observe(time.perf_counter() - t0)
+    ingest.metrics.answered(response.status, time.perf_counter() - t0)
     return response
 
 
@@ -239,4 +238,4 @@ async def handle_healthz(request: web.Request) -> web.Response:
 
 async def handle_metrics(request: web.Request) -> web.Response:
     body = request.app[INGEST].metrics.text()
-    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})

@@ -1,4 +1,4 @@
-"""The collector's own Prometheus metrics (GET /metrics), in a registry of its own.
+"""The collector's own Prometheus metrics (GET /metrics).
 
 Names: `netprobe_collector_` prefix, base units in the name (seconds, ratio), counters end in `_total`.
 """
@@ -6,14 +6,12 @@ Names: `netprobe_collector_` prefix, base units in the name (seconds, ratio), co
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-
-from netprobe.sinks.metrics import SinkStats, sink_families
-from netprobe.sinks.prometheus import FamiliesCollector
+from netprobe.agent.metrics import Histograms, Scalars, exposition
+from netprobe.sinks.metrics import Family, SinkStats, sink_families
 
 REASONS = ("unauthorized", "forbidden", "bad_json", "bad_encoding", "bad_envelope", "too_large", "storage",
            "bad_header")
@@ -39,42 +37,54 @@ def _number(value: object) -> float | None:
 
 
 class CollectorMetrics:
+    """Written as the agent's exporter writes its own (netprobe.agent.metrics): the collector's families,
+    then the sinks' and those added with add() (the alerts'), read when scraped."""
+
     def __init__(self, sink_stats: SinkStats | None = None) -> None:
-        self.registry = CollectorRegistry()
-        r = self.registry
         p = "netprobe_collector_"
-        self.requests = Counter(f"{p}ingest_requests", "POST /api/v1/results requests by HTTP status",
-                                ["code"], registry=r)
-        self.rejected = Counter(f"{p}rejected_requests", "Ingest requests refused, by reason", ["reason"],
-                                registry=r)
+        self.requests = Scalars(f"{p}ingest_requests", "POST /api/v1/results requests by HTTP status",
+                                "counter", ("code",))
+        self.rejected = Scalars(f"{p}rejected_requests", "Ingest requests refused, by reason", "counter",
+                                ("reason",))
         for reason in REASONS:
-            self.rejected.labels(reason)
-        self.accepted = Counter(f"{p}results_accepted", "Result envelopes newly stored", ["agent"],
-                                registry=r)
-        self.duplicates = Counter(f"{p}results_duplicate", "Result envelopes already stored (replays)",
-                                  ["agent"], registry=r)
-        self.expired = Counter(f"{p}results_expired", "Result envelopes older than retention, dropped",
-                               ["agent"], registry=r)
-        self.latency = Histogram(f"{p}ingest_duration_seconds", "Time to answer POST /api/v1/results",
-                                 buckets=LATENCY_BUCKETS, registry=r)
-        self.loss = Gauge(f"{p}last_loss_ratio", "Loss of the newest round received, 0-1 (mtr: path loss)",
-                          ROUND_LABELS, registry=r)
-        self.rtt = Gauge(f"{p}last_rtt_seconds", "Typical RTT of the newest round received (icmp/mtr rtt "
-                         "p50, tcp connect p50, sse first event); NaN when nothing answered",
-                         ROUND_LABELS, registry=r)
-        self.last = Gauge(f"{p}last_round_timestamp_seconds", "Unix time the newest round received started",
-                          ROUND_LABELS, registry=r)
+            self.rejected.inc((reason,), 0.0)
+        self.accepted = Scalars(f"{p}results_accepted", "Result envelopes newly stored", "counter",
+                                ("agent",))
+        self.duplicates = Scalars(f"{p}results_duplicate", "Result envelopes already stored (replays)",
+                                  "counter", ("agent",))
+        self.expired = Scalars(f"{p}results_expired", "Result envelopes older than retention, dropped",
+                               "counter", ("agent",))
+        self.latency = Histograms(f"{p}ingest_duration_seconds", "Time to answer POST /api/v1/results", (),
+                                  LATENCY_BUCKETS)
+        self._latency = self.latency.child(())
+        self.loss = Scalars(f"{p}last_loss_ratio", "Loss of the newest round received, 0-1 (mtr: path loss)",
+                            "gauge", ROUND_LABELS)
+        self.rtt = Scalars(f"{p}last_rtt_seconds", "Typical RTT of the newest round received (icmp/mtr rtt "
+                           "p50, tcp connect p50, sse first event); NaN when nothing answered", "gauge",
+                           ROUND_LABELS)
+        self.last = Scalars(f"{p}last_round_timestamp_seconds", "Unix time the newest round received started",
+                            "gauge", ROUND_LABELS)
         self._newest: dict[tuple[str, str, str], datetime] = {}
+        self._read: list[Callable[[], list[Family]]] = []
         if sink_stats is not None:
-            r.register(FamiliesCollector(lambda: sink_families(sink_stats(), "netprobe_collector_")))
+            self._read.append(lambda: sink_families(sink_stats(), p))
+
+    def add(self, read: Callable[[], list[Family]]) -> None:
+        """Families read when scraped, written after the sinks'."""
+        self._read.append(read)
+
+    def answered(self, status: int, seconds: float) -> None:
+        """One POST /api/v1/results answered."""
+        self.requests.inc((str(status),))
+        self.latency.observe(self._latency, seconds)
 
     def reject(self, reason: str) -> None:
-        self.rejected.labels(reason).inc()
+        self.rejected.inc((reason,))
 
     def stored(self, agent_id: str, accepted: int, duplicates: int, expired: int) -> None:
-        self.accepted.labels(agent_id).inc(accepted)
-        self.duplicates.labels(agent_id).inc(duplicates)
-        self.expired.labels(agent_id).inc(expired)
+        self.accepted.inc((agent_id,), accepted)
+        self.duplicates.inc((agent_id,), duplicates)
+        self.expired.inc((agent_id,), expired)
 
     def rounds(self, envelopes: Sequence[Mapping[str, Any]]) -> None:
         """Gauges from a stored batch: per agent × target × probe, the newest round wins (replays of
@@ -96,12 +106,13 @@ class CollectorMetrics:
             if key in self._newest and started <= self._newest[key]:
                 continue
             self._newest[key] = started
-            self.last.labels(*key).set(started.timestamp())
+            self.last.set(key, started.timestamp())
             loss = _number(result.get("loss_pct"))
             if loss is not None and result.get("sent"):
-                self.loss.labels(*key).set(loss / 100.0)
+                self.loss.set(key, loss / 100.0)
             rtt = round_rtt_ms(result)
-            self.rtt.labels(*key).set(rtt / 1000.0 if rtt is not None else math.nan)
+            self.rtt.set(key, rtt / 1000.0 if rtt is not None else math.nan)
 
     def text(self) -> bytes:
-        return generate_latest(self.registry)
+        return exposition((self.requests, self.rejected, self.accepted, self.duplicates, self.expired,
+                           self.latency, self.loss, self.rtt, self.last), self._read)

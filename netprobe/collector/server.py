@@ -24,7 +24,6 @@ from netprobe.logs import log_event
 from netprobe.net.targets_file import listen_url
 from netprobe.sinks.influx import influx_sinks
 from netprobe.sinks.pipeline import Pipeline, Sink
-from netprobe.sinks.prometheus import FamiliesCollector
 from netprobe.store import Store, open_store
 from netprobe.store.upkeep import upkeep_loop
 
@@ -80,7 +79,7 @@ class Collector:
             self.pipeline = await stack.enter_async_context(Pipeline(sinks).running(FLUSH_GRACE))
         self.metrics = CollectorMetrics(self.pipeline.stats if self.pipeline else None)
         if alerts is not None:
-            self.metrics.registry.register(FamiliesCollector(functools.partial(alert_families, alerts)))
+            self.metrics.add(functools.partial(alert_families, alerts))
         ingest = Ingest(store=store, tokens=Tokens(store), metrics=self.metrics,
                         max_body=cfg.collector.max_body_bytes, max_batch=cfg.collector.max_batch,
                         pipeline=self.pipeline)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import Field, field_validator
 
 from netprobe.config.alerts import AlertRule, NotifierConfig, check_alerting
 from netprobe.config.base import StrictModel
@@ -100,14 +100,6 @@ class CollectorConfig(StrictModel):
     notifiers: tuple[NotifierConfig, ...] = ()
 
 
-_SECTIONS: dict[str, type[BaseModel]] = {
-    "collector": CollectorSection, "storage": CollectorStorageConfig, "influxdb": InfluxConfig,
-    "log": LogConfig, "dashboard": DashboardSection,
-}
-_REQUIRED = ("storage",)
-_LISTS = ("alerts", "notifiers")      # [[alerts]], [[notifiers]]: arrays of tables, checked apart
-
-
 def load_collector_config(path: Path) -> CollectorConfig:
     """Read and validate a TOML file; raises ConfigError listing every problem."""
     return parse_collector_config(read_config_text(path), source=str(path))
@@ -116,10 +108,7 @@ def load_collector_config(path: Path) -> CollectorConfig:
 def parse_collector_config(text: str, source: str = "<string>") -> CollectorConfig:
     data = parse_toml(text, source)
     problems: list[str] = []
-    for key in data:
-        if key not in _SECTIONS and key not in _LISTS:
-            problems.append(f"{key}: unknown section or key; allowed: {', '.join((*_SECTIONS, *_LISTS))}")
-    sections = validate_sections(data, _SECTIONS, _REQUIRED, problems)
+    sections = validate_sections(data, CollectorConfig, problems)
     alerts, notifiers = check_alerting(data, problems)   # targets are whatever the agents report
     if problems:
         raise ConfigError(problems, source=source)

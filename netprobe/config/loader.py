@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar, get_args
 
@@ -46,12 +46,21 @@ def parse_toml(text: str, source: str) -> dict[str, Any]:
         raise ConfigError([_tomlproblem_text(str(exc), text)], source=source) from None
 
 
-def validate_sections(data: Mapping[str, Any], sections: Mapping[str, type[BaseModel]],
-                      required: Collection[str], problems: list[str]) -> dict[str, Any]:
-    """Each [section] through its model (absent optional ones: the defaults); problems named by path."""
+def validate_sections(data: Mapping[str, Any], config: type[BaseModel],
+                      problems: list[str]) -> dict[str, Any]:
+    """Each [section] of a whole config (its fields that are models) through its model, absent optional
+    ones as their defaults; the other keys (arrays of tables, [probes]) are the caller's to check.
+    Problems named by path, a key that is no field of `config` among them."""
+    allowed = tuple(config.model_fields)
+    for key in data:
+        if key not in allowed:
+            problems.append(f"{key}: unknown section or key; allowed: {', '.join(allowed)}")
     out: dict[str, Any] = {}
-    for name, model in sections.items():
-        raw = data.get(name, None if name in required else {})
+    for name, field in config.model_fields.items():
+        model = field.annotation
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            continue
+        raw = data.get(name, None if field.is_required() else {})
         if raw is None:
             problems.append(f"{name}: missing section [{name}]")
         elif not isinstance(raw, dict):

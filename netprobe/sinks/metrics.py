@@ -1,6 +1,6 @@
 """The pipeline's sinks on /metrics, for the agent's exporter and the collector's alike: queue depth
-and counters of each sink, read from Pipeline.stats when scraped. Plain data here (the agent writes
-it without prometheus_client); netprobe.sinks.prometheus has it as a prometheus_client collector."""
+and counters of each sink, read from Pipeline.stats when scraped. Plain data here, written by
+netprobe.agent.metrics."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
@@ -29,11 +29,24 @@ from prometheus_client.utils import floatToGoString
 from netprobe.agent.metrics import CONTENT_TYPE, LABELS, RTT_BUCKETS, Metrics, _go
 from netprobe.agent.uplink import UplinkStats
 from netprobe.probes.base import ProbeTarget
-from netprobe.sinks.metrics import sink_families
-from netprobe.sinks.prometheus import FamiliesCollector
+from netprobe.sinks.metrics import Family, sink_families
 from netprobe.store import parse_envelope
 from netprobe.store.events import route_of_envelope
 from tests.support.path_events import CN2, GT, mtr_envelope, t
+
+
+class FamiliesCollector(Collector):
+    """The sinks' families as they were, a prometheus_client collector."""
+
+    def __init__(self, read: Callable[[], list[Family]]) -> None:
+        self._read = read
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        for name, doc, kind, labels, samples in self._read():
+            family = (GaugeMetricFamily if kind == "gauge" else CounterMetricFamily)(name, doc, labels=labels)
+            for values, value in samples:
+                family.add_metric(list(values), value)
+            yield family
 
 
 class UplinkCollector(Collector):
@@ -66,7 +79,7 @@ class UplinkCollector(Collector):
 
 
 class Extra(Collector):
-    """A collector registered later (as the agent registers the alerts')."""
+    """A collector registered later (as the agent adds the alerts')."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         yield GaugeMetricFamily("netprobe_alerts_firing", "Alerts firing after the last evaluation", value=2)
@@ -155,7 +168,8 @@ def test_text_is_prometheus_clients(monkeypatch: pytest.MonkeyPatch, seed: int, 
             uplink.sent += i
             assert mine.text() == generate_latest(ref.registry)
     assert mine.text() == generate_latest(ref.registry)
-    mine.register(Extra())
+    mine.add(lambda: [("netprobe_alerts_firing", "Alerts firing after the last evaluation", "gauge", (),
+                       [((), 2)])])
     ref.registry.register(Extra())
     assert mine.text() == generate_latest(ref.registry)
 
@@ -206,7 +220,7 @@ async def test_exporter_http() -> None:
     import asyncio
     import socket
 
-    from netprobe.agent.metrics import serve
+    from netprobe.agent.metrics import Exporter
 
     metrics = Metrics()
     target = SimpleNamespace(id="t1", datacenter="hk", line="cn2")
@@ -216,7 +230,8 @@ async def test_exporter_http() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    exporter = await serve(metrics, "127.0.0.1", port)
+    exporter = Exporter(metrics)
+    await exporter.start("127.0.0.1", port)
     try:
         ok = await _ask(port, b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n")
         head, _, body = ok.partition(b"\r\n\r\n")

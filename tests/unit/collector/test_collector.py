@@ -345,7 +345,11 @@ async def test_unreachable_database_is_503_on_ingest_and_healthz(closed_port: in
                 assert "retry" in (await resp.json())["error"]
             async with session.get(f"http://127.0.0.1:{port}/healthz") as resp:
                 assert resp.status == 503 and (await resp.json())["status"] != "ok"
-        assert metrics.rejected.labels("storage")._value.get() == 1
+            async with session.get(f"http://127.0.0.1:{port}/metrics") as resp:
+                text = await resp.text()
+        rejected = {s.labels["reason"]: s.value for fam in text_string_to_metric_families(text)
+                    for s in fam.samples if s.name == "netprobe_collector_rejected_requests_total"}
+        assert rejected["storage"] == 1
     finally:
         await runner.cleanup()
         await store.close()

@@ -23,7 +23,7 @@ NOT_IMPORTED = ("alembic", "mako", "pygments", "rich", "markdown_it", "geoip2", 
                 "typer",
                 # SQLite through sqlite3 on worker threads (netprobe.store.engine.ThreadedEngine)
                 "aiosqlite", "greenlet",
-                # the exporter writes its text itself (prometheus_client only with [alerts])
+                # the exporter writes its text itself (prometheus_client is the tests' reference only)
                 "prometheus_client",
                 # the wire validator: the agent stores its own rounds, typed by construction
                 "netprobe.store.wire",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import socket
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +21,6 @@ from typing import Any, TypeVar
 import click
 from pydantic import ValidationError
 
-from netprobe.config.durations import parse_duration
 from netprobe.errors import UsageError
 from netprobe.net.pacing import launch_paced
 from netprobe.net.resolve import Resolver, family_name, parse_literal
@@ -42,11 +42,11 @@ def build_settings(model: type[S], options: dict[str, Any], flags: Mapping[str, 
     """Validate CLI options through the probe's settings model, so errors read like config errors: a
     field is named by its option, --field-name unless `flags` names another (max_rate: --rate).
 
-    `every` does not apply to a one-off run; it is set just large enough for the round to fit.
+    `every` does not apply to a one-off run; it is set to infinity, so that any round fits in it.
     """
     values = {k: v for k, v in options.items() if v is not None}
     if issubclass(model, RoundSettings):
-        values.setdefault("every", _every_for(model, values))
+        values.setdefault("every", math.inf)
     try:
         return model(**values)
     except ValidationError as exc:
@@ -57,19 +57,6 @@ def build_settings(model: type[S], options: dict[str, Any], flags: Mapping[str, 
             flag = flags.get(field, "--" + field.replace("_", "-"))
             problems.append(f"{flag}: {msg}" if field else msg)
         raise UsageError("; ".join(problems)) from None
-
-
-def _every_for(model: type[ProbeSettings], values: dict[str, Any]) -> float:
-    def get(name: str) -> Any:
-        return values.get(name, model.model_fields[name].default)
-
-    try:
-        count = int(get("count"))
-        interval = parse_duration(get("interval"))
-        timeout = parse_duration(get("timeout"))
-    except (TypeError, ValueError):
-        return 60.0  # the model reports the bad value itself
-    return max(60.0, (count - 1) * interval + timeout + interval + 1.0)
 
 
 def address_family(ipv4: bool, ipv6: bool) -> int:

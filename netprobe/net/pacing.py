@@ -25,6 +25,14 @@ DEFAULT_MAX_RATE = 2000.0
 BURST_SECONDS = 0.01
 
 
+async def sleep_until(when: float) -> None:
+    """Sleep until loop time `when` (monotonic); a schedule built on these does not drift."""
+    loop = asyncio.get_running_loop()
+    delay = when - loop.time()
+    if delay > 0:
+        await asyncio.sleep(delay)
+
+
 def offsets(n: int, interval: float) -> list[float]:
     """Seconds after the first target at which target i of n starts: i·interval/n."""
     return [i * interval / n for i in range(n)]
@@ -36,13 +44,10 @@ async def launch_paced(items: Sequence[T], interval: float, start: Callable[[T],
 
     Returns the tasks, started; the caller awaits them. Stops launching once `stop` is set (a
     task failed on set-up, say), so an error does not wait for the whole schedule."""
-    loop = asyncio.get_running_loop()
-    t0 = loop.time()
+    t0 = asyncio.get_running_loop().time()
     tasks: list[asyncio.Task[R]] = []
     for item, offset in zip(items, offsets(len(items), interval), strict=True):
-        delay = t0 + offset - loop.time()
-        if delay > 0:
-            await asyncio.sleep(delay)
+        await sleep_until(t0 + offset)
         if stop is not None and stop.is_set():
             break
         tasks.append(asyncio.create_task(start(item)))

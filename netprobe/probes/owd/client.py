@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 from netprobe.net import rxstamp
+from netprobe.net.pacing import sleep_until
 from netprobe.probes.owd import packets
 from netprobe.probes.owd.packets import BadPacket, Kind, Packet
 
@@ -82,7 +83,7 @@ async def exchange(address: tuple[str, int], key: bytes, count: int, interval: f
         try:
             start = loop.time()
             for seq in range(count):
-                await _sleep_until(loop, start + seq * interval)
+                await sleep_until(start + seq * interval)
                 _send(sock, Packet(Kind.REQUEST, kid, session, seq, time.time_ns()), key, out)
                 out.sent += 1
             done_sending = True
@@ -129,12 +130,6 @@ def _send(sock: socket.socket, p: Packet, key: bytes, out: Exchange) -> None:
         sock.send(packets.encode(p, key))
     except OSError as exc:              # no route, unreachable: this request is lost, the round goes on
         out.error = out.error or os.strerror(exc.errno or 0)
-
-
-async def _sleep_until(loop: asyncio.AbstractEventLoop, when: float) -> None:
-    delay = when - loop.time()
-    if delay > 0:
-        await asyncio.sleep(delay)
 
 
 __all__ = ["Exchange", "Reply", "exchange", "take"]

@@ -18,9 +18,10 @@ from typing import Any
 
 from aiohttp import web
 
+from netprobe.net.pacing import sleep_until
 from netprobe.probes.sse.model import Server
 from netprobe.probes.sse.params import Limits, ParamError, int_param
-from netprobe.probes.sse.stream import CONFIG, send, sleep_until, start_stream, wait_with_comments
+from netprobe.probes.sse.stream import CONFIG, send, start_stream, wait_with_comments
 
 DEFAULT_MODEL = "netprobe-target"
 _EXTRAS = ("think_ms", "ping_ms", "interval_ms", "reasoning_tokens")

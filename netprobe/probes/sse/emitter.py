@@ -9,8 +9,9 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from netprobe.net.pacing import sleep_until
 from netprobe.probes.sse.params import Limits, ParamError, int_param
-from netprobe.probes.sse.stream import CONFIG, send, sleep_until, start_stream, wait_with_comments
+from netprobe.probes.sse.stream import CONFIG, send, start_stream, wait_with_comments
 
 
 @dataclass(frozen=True)

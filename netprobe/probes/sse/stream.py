@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from netprobe.net.pacing import sleep_until
 from netprobe.probes.sse.model import Server
 from netprobe.probes.sse.params import Limits
 
@@ -49,14 +50,6 @@ async def send(request: web.Request, resp: web.StreamResponse, data: bytes) -> N
     """One write of a whole event, then drain, so it leaves now and a slow reader pushes back."""
     await resp.write(data)
     await request.writer.drain()
-
-
-async def sleep_until(when: float) -> None:
-    """Sleep until loop time `when` (monotonic); a schedule built on these does not drift."""
-    loop = asyncio.get_running_loop()
-    delay = when - loop.time()
-    if delay > 0:
-        await asyncio.sleep(delay)
 
 
 async def wait_with_comments(request: web.Request, resp: web.StreamResponse, until: float,

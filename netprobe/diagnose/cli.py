@@ -24,9 +24,6 @@ if TYPE_CHECKING:
 
     from .run import Diagnosis
 
-_SSE_FLAGS = {"mode": "--mode", "timeout": "--timeout", "model": "--model", "max_tokens": "--max-tokens",
-              "api_key_file": "--api-key-file", "extra_body": "--extra-body"}
-
 
 def default_mode(url: str) -> str:
     """An OpenAI-style path means openai; anything else is read as a `netprobe target` emitter."""
@@ -98,8 +95,7 @@ def diagnose(url: str, mode: str | None, ttft_ms: float, tpot_ms: float | None, 
     HourWindow.parse(window, "--window")
     settings = build_settings(SseSettings, {
         "mode": mode or default_mode(url), "timeout": timeout, "api_key_file": api_key_file,
-        "model": model, "max_tokens": max_tokens, "extra_body": _extra_body(extra_body), "every": 10**7},
-        _SSE_FLAGS)
+        "model": model, "max_tokens": max_tokens, "extra_body": _extra_body(extra_body), "every": 10**7})
     if settings.mode == "openai" and api_key_file:
         read_key_file(api_key_file)
 

@@ -71,7 +71,8 @@ def target(ctx: click.Context, listen: str, api_key_file: Path | None, grace: fl
     from netprobe.farend import tokens as token_file
     from netprobe.farend.server import serve  # lazily: aiohttp only for this command
     from netprobe.logs import setup_logging
-    from netprobe.probes.sse.model import ServerModel, parse_prefill
+    from netprobe.probes.sse.model import ServerModel
+    from netprobe.stats import lognormal_option
 
     host, port = parse_listen(listen)
     api_key = read_api_key(api_key_file) if api_key_file is not None else None
@@ -80,8 +81,8 @@ def target(ctx: click.Context, listen: str, api_key_file: Path | None, grace: fl
         raise UsageError("--udp: the reflector needs --tokens FILE (`netprobe target add-agent` writes it)")
     if tokens is not None:
         token_file.load(tokens)         # a bad file is a usage error now, not a failure after start-up
-    model = ServerModel(prefill=parse_prefill(prefill_ms) if prefill_ms is not None else None,
-                        token_ms=token_ms, slots=slots, seed=seed)
+    prefill = lognormal_option(prefill_ms, "--prefill-ms") if prefill_ms is not None else None
+    model = ServerModel(prefill=prefill, token_ms=token_ms, slots=slots, seed=seed)
     setup_logging("info")
     asyncio.run(serve(host, port, api_key=api_key, grace=grace, udp=reflect, tokens=tokens, model=model))
 

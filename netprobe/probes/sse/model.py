@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from netprobe.stats import LogNormal, lognormal_option
+from netprobe.stats import LogNormal
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -51,8 +51,3 @@ class Server:
             self._slots = asyncio.Semaphore(self.model.slots)
         async with self._slots:          # asyncio.Semaphore wakes waiters in FIFO order
             yield
-
-
-def parse_prefill(text: str, option: str = "--prefill-ms") -> LogNormal:
-    """`P50` (a constant) or `P50,P95` (a log-normal through both), in ms."""
-    return lognormal_option(text, option)

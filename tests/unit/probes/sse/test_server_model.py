@@ -17,13 +17,13 @@ import pytest
 
 from netprobe.errors import UsageError
 from netprobe.farend.server import make_app, start
-from netprobe.probes.sse.model import Server, ServerModel, parse_prefill
-from netprobe.stats import LogNormal, percentile
+from netprobe.probes.sse.model import Server, ServerModel
+from netprobe.stats import LogNormal, lognormal_option, percentile
 
 
 def test_prefill_is_a_constant_or_a_lognormal_through_p50_and_p95() -> None:
-    assert parse_prefill("250").quantile(0.95) == pytest.approx(250.0)
-    ln = parse_prefill("200,400")
+    assert lognormal_option("250", "--prefill-ms").quantile(0.95) == pytest.approx(250.0)
+    ln = lognormal_option("200,400", "--prefill-ms")
     assert (ln.quantile(0.5), ln.quantile(0.95)) == (pytest.approx(200.0), pytest.approx(400.0))
     server = Server(ServerModel(prefill=ln, seed=7))
     draws = sorted(server.prefill_s() * 1000 for _ in range(20_000))
@@ -31,7 +31,7 @@ def test_prefill_is_a_constant_or_a_lognormal_through_p50_and_p95() -> None:
     assert percentile(draws, 95) == pytest.approx(400.0, rel=0.04)
     again = [Server(ServerModel(prefill=ln, seed=7)).prefill_s() for _ in range(2)]
     assert again[0] == again[1]                       # seeded: the same server draws the same times
-    assert parse_prefill("0").draw(random.Random(1)) == 0.0
+    assert lognormal_option("0", "--prefill-ms").draw(random.Random(1)) == 0.0
 
 
 @pytest.mark.parametrize(("text", "needle"), [
@@ -40,7 +40,7 @@ def test_prefill_is_a_constant_or_a_lognormal_through_p50_and_p95() -> None:
 ])
 def test_bad_prefill_names_the_option(text: str, needle: str) -> None:
     with pytest.raises(UsageError, match="--prefill-ms") as err:
-        parse_prefill(text)
+        lognormal_option(text, "--prefill-ms")
     assert needle in str(err.value)
 
 

@@ -65,15 +65,16 @@ def address_family(ipv4: bool, ipv6: bool) -> int:
     return socket.AF_INET if ipv4 else socket.AF_INET6 if ipv6 else 0
 
 
-def check_family(host: str, family: int) -> None:
-    """An address literal of the other family than -4/-6 asks for is a usage error, not data."""
+def check_family(host: str, family: int) -> str:
+    """`host`; an address literal of the other family than -4/-6 asks for is a usage error, not data."""
     addr = parse_literal(host)
     if addr is None or not family:
-        return
+        return host
     got = socket.AF_INET if addr.version == 4 else socket.AF_INET6
     if got != family:
         flag = "-4" if family == socket.AF_INET else "-6"
         raise ValueError(f"{host} is {family_name(got)} but {flag} asks for {family_name(family)}")
+    return host
 
 
 def collect(args: Sequence[str], file: str | None, parse: Callable[[str], T]) -> list[T]:

@@ -76,9 +76,7 @@ def command(hosts: tuple[str, ...], file: str | None, count: int | None, interva
     family = address_family(ipv4, ipv6)
 
     def parse(text: str) -> str:
-        host = check_host(text)
-        check_family(host, family)
-        return host
+        return check_family(check_host(text), family)
 
     names = collect(hosts, file, parse)
     settings = build_settings(IcmpSettings, {"count": count, "interval": interval, "timeout": timeout,

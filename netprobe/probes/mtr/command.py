@@ -46,8 +46,7 @@ def command(host: str, cycles: int | None, interval: str | None, timeout: str | 
     """Trace the path to HOST hop by hop, like mtr: loss and RTT per hop, the carrier line it runs on."""
     family = address_family(ipv4, ipv6)
     try:
-        name = check_host(host)
-        check_family(name, family)
+        name = check_family(check_host(host), family)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     settings = build_settings(MtrSettings, {"cycles": cycles, "interval": interval, "timeout": timeout,

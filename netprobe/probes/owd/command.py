@@ -76,8 +76,7 @@ def command(targets_: tuple[str, ...], file: str | None, count: int | None, inte
 
     def parse(text: str) -> tuple[str, int]:
         host, port = check_host_port(text)
-        check_family(host.strip("[]"), family)
-        return host.strip("[]"), port
+        return check_family(host.strip("[]"), family), port
 
     pairs = collect(targets_, file, parse)
     settings = build_settings(OwdSettings, {"count": count, "interval": interval, "timeout": timeout})

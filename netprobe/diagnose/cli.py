@@ -95,7 +95,7 @@ def diagnose(url: str, mode: str | None, ttft_ms: float, tpot_ms: float | None, 
     HourWindow.parse(window, "--window")
     settings = build_settings(SseSettings, {
         "mode": mode or default_mode(url), "timeout": timeout, "api_key_file": api_key_file,
-        "model": model, "max_tokens": max_tokens, "extra_body": _extra_body(extra_body), "every": 10**7})
+        "model": model, "max_tokens": max_tokens, "extra_body": _extra_body(extra_body)})
     if settings.mode == "openai" and api_key_file:
         read_key_file(api_key_file)
 

@@ -45,8 +45,7 @@ def build_settings(model: type[S], options: dict[str, Any], flags: Mapping[str, 
     `every` does not apply to a one-off run; it is set to infinity, so that any round fits in it.
     """
     values = {k: v for k, v in options.items() if v is not None}
-    if issubclass(model, RoundSettings):
-        values.setdefault("every", math.inf)
+    values.setdefault("every", math.inf)
     try:
         return model(**values)
     except ValidationError as exc:

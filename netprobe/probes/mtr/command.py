@@ -50,8 +50,7 @@ def command(host: str, cycles: int | None, interval: str | None, timeout: str | 
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     settings = build_settings(MtrSettings, {"cycles": cycles, "interval": interval, "timeout": timeout,
-                                            "mode": mode, "port": port, "max_hops": max_hops,
-                                            "every": 10**7})
+                                            "mode": mode, "port": port, "max_hops": max_hops})
     result = asyncio.run(_run_mtr(ProbeTarget(id=name, host=name, family=family), settings, asn_db, city_db,
                                   live=not as_json))
     emit([result], as_json, False, None)     # its table was drawn live, after every cycle

@@ -53,7 +53,7 @@ def command(url: str, cycles: int | None, interval: str | None, timeout: str | N
         raise UsageError(f"TARGET_URL: {url!r} is not an http:// or https:// URL (the target's reflector, "
                          "e.g. http://hk1.example.net:8473)")
     settings = build_settings(RmtrSettings, {"cycles": cycles, "interval": interval, "timeout": timeout,
-                                             "mode": mode, "every": 10**7})
+                                             "mode": mode})
     token = reflector.cli_token(token_file)
     host, _ = reflector.host_port(url)
     target = ProbeTarget(id=host or url, host=host or url, url=url, family=family,

@@ -71,7 +71,7 @@ def command(url: str, mode: str | None, timeout: str | None, concurrency: str | 
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     settings = build_settings(SseSettings, {"mode": mode, "timeout": timeout, "api_key_file": api_key_file,
-                                            "model": model, "max_tokens": max_tokens, "every": 10**7})
+                                            "model": model, "max_tokens": max_tokens})
     if levels is not None:
         report = asyncio.run(sweep(url, settings, levels))
         if as_json:

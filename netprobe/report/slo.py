@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from netprobe.budget.attainment import (
+    DRAWN_CELLS,
+    DRAWN_PRUNE,
     F64,
     Outcome,
     Rtts,
@@ -20,7 +22,6 @@ from netprobe.budget.attainment import (
     SloModel,
     attainments,
     curves,
-    drawn_attainments,
     outcomes,
 )
 from netprobe.stats import LogNormal
@@ -103,10 +104,10 @@ def _slices(w: Window, keys: Sequence[int], servers: Mapping[int, Server]) -> tu
 
 
 def _attained(model: SloModel, slices: Sequence[Cases], drawn: bool = False) -> dict[int, float]:
-    """`drawn`: for a chart (drawn_attainments: DRAWN_CELLS, DRAWN_PRUNE)."""
+    """`drawn`: for a chart, on a coarser grid (DRAWN_CELLS, DRAWN_PRUNE)."""
     out: dict[int, float] = {}
     for have, rtts, loss, servers in slices:
-        got = (drawn_attainments if drawn else attainments)(rtts, loss, servers, model)
+        got = attainments(rtts, loss, servers, model, *((DRAWN_CELLS, DRAWN_PRUNE) if drawn else ()))
         out.update(zip(have, got.tolist(), strict=True))
     return out
 

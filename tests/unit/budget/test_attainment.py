@@ -150,30 +150,3 @@ def test_unlikely_loss_patterns_are_dropped_within_their_bound() -> None:
     for k in (0, 7, len(cases) - 1):
         xs, fs = curves(Rtts.of([cases[k][0]]), [cases[k][1]], [None], m)[0]
         assert np.allclose(drawn[k][0], xs) and np.allclose(drawn[k][1], fs, atol=1e-9)
-
-
-def test_a_charts_hours_on_their_spans_are_attainments_at_the_drawn_grid() -> None:
-    """drawn_attainments (the HTML's hours) convolves each case over the cells its RTT occupies, not the
-    whole grid: on the same grids, steps and timeouts as attainments(…, DRAWN_CELLS, DRAWN_PRUNE), so
-    its figures are those to round-off (< 1e-9 points), whatever the mix of servers, losses and spans:
-    wide and narrow RTTs, cases clear of the target and not, no server, one server shared by several
-    cases (a target's hours share its steps) and servers of their own; more calls fall back to it."""
-    from netprobe.budget.attainment import DRAWN_CELLS, DRAWN_PRUNE, Rtts, attainments, drawn_attainments
-
-    rng = np.random.default_rng(11)
-    dists = [Dist.of(rng.lognormal(math.log(c), s, 300))
-             for c in (25, 60, 150, 240, 320) for s in (0.02, 0.3)]
-    losses = [0.0, 0.002, 0.02, 0.08]
-    shared = LogNormal.through(150, 400)
-    own = [LogNormal.through(80 + 10 * k, 300 + 20 * k) for k in range(len(dists) * len(losses))]
-    cases = [(d, p) for d in dists for p in losses]
-    rtts = Rtts.of([d for d, _ in cases])
-    loss = np.array([p for _, p in cases])
-    for servers in ([None] * len(cases), [shared] * len(cases), own,
-                    [None if k % 3 == 0 else shared if k % 3 == 1 else own[k] for k in range(len(cases))]):
-        for m in (SloModel(ttft_ms=1000.0), SloModel(ttft_ms=700.0, round_trips=4),
-                  SloModel(ttft_ms=400.0, round_trips=1, handshake=False), SloModel(ttft_ms=1500.0, calls=2)):
-            want = attainments(rtts, loss, servers, m, DRAWN_CELLS, DRAWN_PRUNE)
-            got = drawn_attainments(rtts, loss, servers, m)
-            assert np.abs(got - want).max() < 1e-9, m
-            assert ((want > 1) & (want < 99)).any()                     # some cases straddle the target

@@ -26,10 +26,9 @@ from netprobe.times import iso, utc_now
 from .ranking import RULE, ranked
 from .rows import (
     Degradation,
+    HourProfile,
     MergedHours,
     PeakRow,
-    Profile,
-    ProfileColumns,
     WindowFigures,
     WorstHour,
     figure_probes,
@@ -176,14 +175,16 @@ def _degradation(peak: WindowFigures, off: WindowFigures) -> Degradation:
                        loss_delta_pct=_delta(peak.loss_pct, off.loss_pct))
 
 
-def _profiles(arrays: HourArrays) -> ProfileColumns:
-    """Every series' 24 local hours of day, each merged over the days (all series and hours at once);
-    the HourProfile objects are made only when a row's profile is read (rows.Profile)."""
+def _profiles(arrays: HourArrays) -> list[tuple[HourProfile, ...]]:
+    """Every series' 24 local hours of day, each merged over the days (all series and hours at once)."""
     w = arrays.each_hour()
     q = w.quantiles(_PROFILE_QS)
     p5, p50, p95 = (_or_none(q[:, j].tolist()) for j in range(3))
-    return ProfileColumns(p5, p50, p95, _ints(w, "sent"), _ints(w, "received"), _ints(w, "rounds"),
-                          w.hours.tolist())
+    sent, received, rounds = _ints(w, "sent"), _ints(w, "received"), _ints(w, "rounds")
+    hours = [HourProfile(k % 24, p5[k], p50[k], p95[k], loss_pct(sent[k], received[k]) if sent[k] else None,
+                         rounds[k]) if there else HourProfile(k % 24, None, None, None, None, 0)
+             for k, there in enumerate(w.hours.tolist())]
+    return [tuple(hours[k:k + 24]) for k in range(0, len(hours), 24)]
 
 
 def _agent_rows(agent: fleet.AgentInfo, zone: ZoneInfo, targets: Mapping[str, fleet.TargetInfo],
@@ -220,7 +221,7 @@ def _agent_rows(agent: fleet.AgentInfo, zone: ZoneInfo, targets: Mapping[str, fl
             datacenter=info.datacenter if info else None, line=info.line if info else None,
             detected_line=None, rtt_probe=rtt_probe, peak=peak, offpeak=off,
             worst_hour=_worst_hour(peak.merged, zone), degradation=_degradation(peak, off),
-            profile=Profile(columns[rtt_probe], i) if rtt_probe and i is not None and profiled else ()))
+            profile=columns[rtt_probe][i] if rtt_probe and i is not None and profiled else ()))
     if slo is not None and pending is not None:
         _slo_jobs(rows, slo, by_probe, merged, index, offpeak is not None, pending)
     return rows

@@ -4,13 +4,12 @@ peak.py, ranked by ranking.py, printed by the renderers."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 
 from netprobe.probes import REGISTRY
-from netprobe.stats import loss_pct
 from netprobe.store.prefix import Extremes, Sums
 
 if TYPE_CHECKING:
@@ -107,97 +106,6 @@ class HourProfile:
 
 
 @dataclass(frozen=True, slots=True)
-class ProfileColumns:
-    """The 24-hour profiles of one agent's series, series-major (index i·24 + h), as plain columns."""
-
-    p5: list[float | None]
-    p50: list[float | None]
-    p95: list[float | None]
-    sent: list[int]
-    received: list[int]
-    rounds: list[int]
-    present: list[int]          # hour rows merged (0: no data in that hour of day)
-
-
-class Profile(Sequence[HourProfile]):
-    """One row's 24-hour profile over its agent's ProfileColumns: HourProfile objects are made only
-    when read (a fleet's report has 24,000 of them; only JSON and HTML read them, and JSON takes
-    its dicts straight from the columns). Equal to the tuple of its hours."""
-
-    __slots__ = ("_cols", "_i", "_made", "_series")
-
-    def __init__(self, cols: ProfileColumns, i: int) -> None:
-        self._cols = cols
-        self._i = i
-        self._made: tuple[HourProfile, ...] | None = None
-        self._series: HourSeries | None = None
-
-    def _hours(self) -> tuple[HourProfile, ...]:
-        if self._made is None:
-            s = self.series()
-            self._made = tuple(map(HourProfile, s.hours, s.p5, s.p50, s.p95, s.loss_pct, s.rounds))
-        return self._made
-
-    @overload
-    def __getitem__(self, index: int) -> HourProfile: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[HourProfile]: ...
-
-    def __getitem__(self, index: int | slice) -> HourProfile | Sequence[HourProfile]:
-        return self._hours()[index]
-
-    def __iter__(self) -> Iterator[HourProfile]:
-        return iter(self._hours())
-
-    def __len__(self) -> int:
-        return 24
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Profile | tuple | list):
-            return self._hours() == tuple(other)
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._hours())
-
-    def __repr__(self) -> str:
-        return f"Profile({self._hours()!r})"
-
-    def series(self) -> HourSeries:
-        """The hours as columns, the values HourProfile objects would hold (made once: the profile
-        chart and the heatmap both read them)."""
-        if self._series is not None:
-            return self._series
-        c, day = self._cols, slice(self._i * 24, self._i * 24 + 24)
-        there = c.present[day]
-
-        def kept(values: Sequence[float | None]) -> list[float | None]:
-            return [v if h else None for v, h in zip(values, there, strict=True)]
-
-        self._series = HourSeries(range(24), kept(c.p5[day]), kept(c.p50[day]), kept(c.p95[day]),
-                                  [loss_pct(n, r) if h and n else None
-                                   for n, r, h in zip(c.sent[day], c.received[day], there, strict=True)],
-                                  [v if h else 0 for v, h in zip(c.rounds[day], there, strict=True)])
-        return self._series
-
-    def dicts(self) -> list[dict[str, Any]]:
-        """[p.to_dict() for p in self], from the columns."""
-        c, base = self._cols, self._i * 24
-        out: list[dict[str, Any]] = []
-        for k in range(base, base + 24):
-            if not c.present[k]:
-                out.append({"hour": k - base, "rtt_p5_ms": None, "rtt_p50_ms": None, "rtt_p95_ms": None,
-                            "loss_pct": None, "rounds": 0})
-                continue
-            sent = c.sent[k]
-            out.append({"hour": k - base, "rtt_p5_ms": c.p5[k], "rtt_p50_ms": c.p50[k],
-                        "rtt_p95_ms": c.p95[k], "loss_pct": loss_pct(sent, c.received[k]) if sent else None,
-                        "rounds": c.rounds[k]})
-        return out
-
-
-@dataclass(frozen=True, slots=True)
 class HourSeries:
     """A 24-hour profile as columns (what HourProfile holds, hour by hour): what the charts read, without
     an object per hour."""
@@ -211,16 +119,10 @@ class HourSeries:
 
 
 def hour_series(profile: Sequence[HourProfile]) -> HourSeries:
-    """The profile's columns: a Profile's straight from its agent's columns."""
-    if isinstance(profile, Profile):
-        return profile.series()
+    """The profile's columns (the profile chart and the heatmap read them)."""
     return HourSeries([p.hour for p in profile], [p.rtt_p5_ms for p in profile],
                       [p.rtt_p50_ms for p in profile], [p.rtt_p95_ms for p in profile],
                       [p.loss_pct for p in profile], [p.rounds for p in profile])
-
-
-def profile_dicts(profile: Sequence[HourProfile]) -> list[dict[str, Any]]:
-    return profile.dicts() if isinstance(profile, Profile) else [p.to_dict() for p in profile]
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +139,7 @@ class PeakRow:
     offpeak: WindowFigures
     worst_hour: WorstHour | None      # the peak-window hour with the most loss
     degradation: Degradation
-    profile: Sequence[HourProfile] = field(repr=False)      # a tuple, or a Profile (made when read)
+    profile: Sequence[HourProfile] = field(repr=False)      # local hours 0–23 (empty: not read)
     score_ms: float | None = None     # ranking score (ranking.py); lower is better
     rank: int | None = None           # 1 = best within the region; None when there is no peak RTT
     return_line: str | None = None    # latest return route label (rmtr: the way back); None without rmtr
@@ -263,7 +165,7 @@ class PeakRow:
             "worst_hour": self.worst_hour.to_dict() if self.worst_hour is not None else None,
             **{name: self.peak.figure(name) for name in row_figures()},
             "degradation": self.degradation.to_dict(), "score_ms": self.score_ms, "rank": self.rank,
-            "profile": profile_dicts(self.profile),
+            "profile": [p.to_dict() for p in self.profile],
             "attainment_pct": self.slo.attainment_pct if self.slo is not None else None,
             "slo": self.slo.to_dict() if self.slo is not None else None,
         }

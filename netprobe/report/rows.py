@@ -106,26 +106,6 @@ class HourProfile:
 
 
 @dataclass(frozen=True, slots=True)
-class HourSeries:
-    """A 24-hour profile as columns (what HourProfile holds, hour by hour): what the charts read, without
-    an object per hour."""
-
-    hours: Sequence[int]
-    p5: Sequence[float | None]
-    p50: Sequence[float | None]
-    p95: Sequence[float | None]
-    loss_pct: Sequence[float | None]
-    rounds: Sequence[int]
-
-
-def hour_series(profile: Sequence[HourProfile]) -> HourSeries:
-    """The profile's columns (the profile chart and the heatmap read them)."""
-    return HourSeries([p.hour for p in profile], [p.rtt_p5_ms for p in profile],
-                      [p.rtt_p50_ms for p in profile], [p.rtt_p95_ms for p in profile],
-                      [p.loss_pct for p in profile], [p.rounds for p in profile])
-
-
-@dataclass(frozen=True, slots=True)
 class PeakRow:
     agent: str
     region: str | None

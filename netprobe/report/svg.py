@@ -6,15 +6,12 @@ Fills are opaque so a screenshot shows each chart's colours exactly (tests look 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from html import escape
-from itertools import groupby
-from operator import itemgetter
-from typing import cast
 
 from .line_comparison import LineFigures
-from .rows import HourSeries, PeakRow, hour_series
+from .rows import HourProfile, PeakRow
 from .windows import HourWindow
 
 BAND = "#9ecae1"          # P5–P95 smoke
@@ -90,25 +87,22 @@ def nice_max(v: float) -> float:
     return next(m * base for m in (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0) if m * base >= v)
 
 
-def _runs(hours: HourSeries) -> list[list[int]]:
-    """Consecutive hours with data (their places in the series): the band and the line break where an
-    hour has none."""
-    there = (p5 is not None and p50 is not None and p95 is not None
-             for p5, p50, p95 in zip(hours.p5, hours.p50, hours.p95, strict=True))
-    return [[k for k, _ in run] for ok, run in groupby(enumerate(there), key=itemgetter(1)) if ok]
+def _runs(profile: Sequence[HourProfile]) -> list[list[tuple[int, float, float, float]]]:
+    """Consecutive hours with data, as (hour, P5, P50, P95): the band and the line break where an hour
+    has none."""
+    runs: list[list[tuple[int, float, float, float]]] = [[]]
+    for p in profile:
+        if p.rtt_p5_ms is not None and p.rtt_p50_ms is not None and p.rtt_p95_ms is not None:
+            runs[-1].append((p.hour, p.rtt_p5_ms, p.rtt_p50_ms, p.rtt_p95_ms))
+        elif runs[-1]:
+            runs.append([])
+    return [run for run in runs if run]
 
 
 # A fleet's HTML report draws 1,000 profiles and a heatmap of 24,000 cells: what does not depend on the
 # row (the shaded windows, the grid for a given axis top, the hour axis and legend, each hour's x) is
 # made once per chart size, the same text it would be if made for each chart.
 _PROFILE_BOX = (52.0, 14.0, 30.0, 34.0)      # left, right, top, bottom
-
-
-@lru_cache(maxsize=16)
-def _profile_xs(width: int) -> tuple[str, ...]:
-    left, right = _PROFILE_BOX[0], _PROFILE_BOX[1]
-    slot = (width - left - right) / 24
-    return tuple(num(left + (h + 0.5) * slot) for h in range(24))
 
 
 @lru_cache(maxsize=16)
@@ -146,10 +140,9 @@ def _profile_axis(width: int, height: int) -> str:
     return "".join(body)
 
 
-@lru_cache(maxsize=128)
-def _pairs(n: int, x: str = "%s") -> str:
-    """A %-format of n "x,y" points, x as `x` formats it (text by default), y as num does."""
-    return " ".join([f"{x},%.1f"] * n)
+def _points(xys: Iterable[tuple[float, float]]) -> str:
+    """An SVG points list: "x,y x,y …"."""
+    return " ".join(f"{num(x)},{num(y)}" for x, y in xys)
 
 
 def profile_chart(row: PeakRow, window: HourWindow, offpeak: HourWindow, width: int = 660,
@@ -158,10 +151,8 @@ def profile_chart(row: PeakRow, window: HourWindow, offpeak: HourWindow, width: 
     left, right, top, bottom = _PROFILE_BOX
     pw, ph = width - left - right, height - top - bottom
     slot = pw / 24
-    series = hour_series(row.profile)       # columns: no object per hour
-    highs = [v for v in series.p95 if v is not None]
+    highs = [p.rtt_p95_ms for p in row.profile if p.rtt_p95_ms is not None]
     y_top = nice_max(max(highs) * 1.05) if highs else 1.0
-    xs = _profile_xs(width)
 
     def x(h: float) -> float:
         return left + (h + 0.5) * slot
@@ -169,7 +160,6 @@ def profile_chart(row: PeakRow, window: HourWindow, offpeak: HourWindow, width: 
     def y(v: float) -> float:
         return top + ph - v / y_top * ph
 
-    base = top + ph
     line = f" ({row.line})" if row.line else ""
     if row.line_mismatch:
         line = f" ({row.line}, detected {row.detected_line})"
@@ -179,22 +169,17 @@ def profile_chart(row: PeakRow, window: HourWindow, offpeak: HourWindow, width: 
             svg_text(width - right, 18, f"RTT ms by local hour ({row.timezone}), {row.rtt_probe or 'no RTT'}",
                      anchor="end"),
             _profile_shades(window, offpeak, width, height), _profile_grid(y_top, width, height)]
-    hour, p5, p50, p95 = series.hours, cast(list[float], series.p5), cast(list[float], series.p50), \
-        cast(list[float], series.p95)        # a run's hours have all three
-    for run in _runs(series):
+    for run in _runs(row.profile):
         if len(run) == 1:      # one hour alone: a short bar and a dot
-            k = run[0]
-            body.append(rect(x(hour[k]) - slot / 4, y(p95[k]), slot / 2, y(p5[k]) - y(p95[k]), BAND))
-            body.append(f'<circle cx="{xs[hour[k]]}" cy="{num(y(p50[k]))}" r="3" '
-                        f'fill="{MEDIAN}"/>')
+            h, lo, mid, hi = run[0]
+            body.append(rect(x(h) - slot / 4, y(hi), slot / 2, y(lo) - y(hi), BAND))
+            body.append(f'<circle cx="{num(x(h))}" cy="{num(y(mid))}" r="3" fill="{MEDIAN}"/>')
             continue
-        # "x,y" pairs in one %-format each: the text num() and f-strings made, point by point
-        band = [v for k in run for v in (xs[hour[k]], base - p95[k] / y_top * ph)]
-        band += [v for k in reversed(run) for v in (xs[hour[k]], base - p5[k] / y_top * ph)]
-        body.append(f'<polygon points="{_pairs(len(run) * 2) % tuple(band)}" fill="{BAND}" stroke="none"/>')
-        mid = _pairs(len(run)) % tuple(v for k in run for v in (xs[hour[k]], base - p50[k] / y_top * ph))
-        body.append(f'<polyline points="{mid}" fill="none" stroke="{MEDIAN}" stroke-width="2.5" '
-                    f'stroke-linejoin="round"/>')
+        band = _points([(x(h), y(hi)) for h, _, _, hi in run]
+                       + [(x(h), y(lo)) for h, lo, _, _ in reversed(run)])
+        body.append(f'<polygon points="{band}" fill="{BAND}" stroke="none"/>')
+        body.append(f'<polyline points="{_points((x(h), y(mid)) for h, _, mid, _ in run)}" fill="none" '
+                    f'stroke="{MEDIAN}" stroke-width="2.5" stroke-linejoin="round"/>')
     if not highs:
         body.append(svg_text(left + pw / 2, top + ph / 2, "no RTT measurements", anchor="middle"))
     body.append(_profile_axis(width, height))
@@ -213,24 +198,14 @@ def loss_heatmap(rows: Sequence[PeakRow], window: HourWindow, cell: int = 24) ->
         if window.contains(h):
             body.append(rect(label_w + h * cell, top - 8, cell, 4, PEAK_SHADE))
         body.append(svg_text(label_w + (h + 0.5) * cell, top - 12, f"{h:02d}", anchor="middle", size=9))
-    # each cell as rect(label_w + hour·cell + 1, yy + 1, cell − 2, row_h − 2, colour, tip) makes it
-    heads = [f'<rect x="{num(label_w + h * cell + 1)}' for h in range(24)]
-    clocks = [f" {h:02d}:00: " for h in range(24)]
-    size = f'width="{num(max(cell - 2, 0.0))}" height="{num(max(row_h - 2, 0.0))}"'
-    add = body.append
     for i, row in enumerate(rows):
         yy = top + i * row_h
         label = f"{row.agent} → {row.target}"
-        add(svg_text(label_w - 8, yy + row_h * 0.7, label, anchor="end", size=11))
-        at = f'" y="{num(yy + 1)}" {size} fill="'
-        tip = f'"><title>{escape(label)}'   # the rest of a tip is digits and plain words: nothing to escape
-        series = hour_series(row.profile)
-        for h, loss, rounds in zip(series.hours, series.loss_pct, series.rounds, strict=True):
-            if loss is None:
-                add(f"{heads[h]}{at}{NO_DATA}{tip}{clocks[h]}no data</title></rect>")
-            else:
-                add(f"{heads[h]}{at}{loss_colour(loss)}{tip}{clocks[h]}{loss:.3f} % loss, {rounds} rounds"
-                    "</title></rect>")
+        body.append(svg_text(label_w - 8, yy + row_h * 0.7, label, anchor="end", size=11))
+        for p in row.profile:
+            tip = "no data" if p.loss_pct is None else f"{p.loss_pct:.3f} % loss, {p.rounds} rounds"
+            body.append(rect(label_w + p.hour * cell + 1, yy + 1, cell - 2, row_h - 2,
+                             loss_colour(p.loss_pct), f"{label} {p.hour:02d}:00: {tip}"))
     ly = top + row_h * len(rows) + 18
     lx = label_w
     body.append(svg_text(lx - 8, ly + 11, "loss %", anchor="end", size=10))
@@ -393,8 +368,7 @@ def e2e_curves(rows: Sequence[PeakRow], width: int = 900, height: int = 300) -> 
     for k, r in enumerate(shown):
         assert r.slo is not None
         colour = line_colour(r.line or "other")
-        pts = _pairs(len(r.slo.curve), "%.1f") % tuple(v for x, f in r.slo.curve
-                                                       for v in (left + x / x_top * pw, base - f * ph))
+        pts = _points((left + x / x_top * pw, base - f * ph) for x, f in r.slo.curve)
         body.append(f'<polyline points="{pts}" fill="none" stroke="{colour}" stroke-width="2"/>')
         got = r.slo.attainment_pct
         body.append(rect(left + pw + 12, top + k * 16, 10, 10, colour))

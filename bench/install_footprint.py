@@ -12,7 +12,7 @@ out — with and without __pycache__, and the number of distributions installed 
 setuptools (netprobe's own included), and prints the biggest distributions of the agent's install.
 
 For the agent's install also: the import time of the agent's path (`-X importtime` of
-`import netprobe.agent.run, netprobe.agent.daemon`: the modules it imports beyond the interpreter's
+`import netprobe.agent.cli, netprobe.agent.daemon`: the modules it imports beyond the interpreter's
 start, best of 5; and the wall time of that `python -c` against a bare `python -c pass`, best of 5),
 and the RSS of a running `netprobe agent run` (VmRSS from /proc/PID/status after --rss-after seconds)
 on a small configuration: one target, 127.0.0.1, icmp and tcp to a port this script listens on,
